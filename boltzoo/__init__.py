@@ -1,0 +1,29 @@
+"""boltzoo: multi-agent LLM workflows as PettingZoo environments, and LightningRL to train them.
+
+import boltzoo
+env = boltzoo.make("boltzoo/math-v0")
+env.reset(seed=0)
+for agent in env.agent_iter():
+    obs, reward, term, trunc, info = env.last()
+    env.step(None if term or trunc else my_llm(obs))
+"""
+
+from boltzoo.episode import Completion, Episode, Step
+from boltzoo.lightningrl.rollout import rollout
+from boltzoo.registration import make, make_gym, register_envs, registered_envs
+
+__version__ = "0.1.0"
+
+register_envs()
+
+__all__ = [
+    "Completion",
+    "Episode",
+    "Step",
+    "__version__",
+    "make",
+    "make_gym",
+    "register_envs",
+    "registered_envs",
+    "rollout",
+]

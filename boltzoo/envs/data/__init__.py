@@ -1,0 +1,1 @@
+"""Task data for the environments: seeded generators and loaders for public formats."""

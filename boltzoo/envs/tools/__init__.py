@@ -1,0 +1,1 @@
+"""Tools that environments run on behalf of agents: calculator, SQL sandbox, retrieval."""

@@ -1,0 +1,47 @@
+"""Every exception boltzoo raises on purpose, in one place.
+
+Messages say what was wrong (the offending value cut to a readable length, see :func:`shorten`)
+and what to do about it. Mistakes an *agent* makes inside an env (bad SQL, a bad calculator call)
+are not exceptions: they come back as observations, and are counted in ``infos``.
+"""
+
+from __future__ import annotations
+
+
+def shorten(value: object, limit: int = 80) -> str:
+    """Return ``repr(value)`` cut to about ``limit`` characters, for error messages."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[: limit - 15]}...({len(text)} chars)"
+
+
+class BoltzooError(Exception):
+    """Base class of boltzoo's exceptions."""
+
+
+class UnknownEnvError(BoltzooError, KeyError):
+    """An env id that is not registered."""
+
+    def __str__(self) -> str:  # KeyError would quote the whole message
+        return str(self.args[0])
+
+
+class UnknownAgentError(BoltzooError, ValueError):
+    """An agent name the env (or the chosen workflow variant) does not have."""
+
+
+class InvalidActionError(BoltzooError, TypeError):
+    """An action that is not text (a ``str`` or a :class:`~boltzoo.episode.Completion`)."""
+
+
+class EpisodeEndedError(BoltzooError, RuntimeError):
+    """A step with a real action after the episode ended (``None`` dead steps are fine)."""
+
+
+class DatasetError(BoltzooError, ValueError):
+    """A data set that cannot be loaded: a bad split, a missing file, a malformed row."""
+
+
+class MissingDependencyError(BoltzooError, ImportError):
+    """An optional package is not installed; the message names the install command."""

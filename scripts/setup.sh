@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Set up boltzoo in a virtual environment and run the main job or the tests.
+#
+#   bash scripts/setup.sh demo   # install everything, run the main job on the embedded default
+#   bash scripts/setup.sh test   # install everything, run the test suite (ruff and pytest)
+#
+# VENV=path picks the virtual environment (default .venv; created when missing). On a machine
+# without CUDA the CPU build of torch is installed first (torch==2.13.0), so that the project's
+# `torch>=2.4` requirement never pulls a multi-GB CUDA build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+job="${1:?usage: bash scripts/setup.sh demo|test}"
+VENV="${VENV:-.venv}"
+
+[ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
+# shellcheck disable=SC1091
+. "$VENV/bin/activate"
+python -m pip install --quiet --upgrade pip
+if ! command -v nvidia-smi >/dev/null 2>&1; then
+  python -m pip install --quiet "torch==2.13.0"
+fi
+python -m pip install --quiet -e ".[all]"
+
+case "$job" in
+  demo)
+    boltzoo eval math-v0 --policy naive --split test
+    boltzoo eval math-v0 --policy oracle --split test
+    ;;
+  test)
+    ruff check .
+    # pytest exits 5 when it collects no test: say so, and fail, rather than pass silently.
+    status=0
+    python -m pytest "${@:2}" || status=$?
+    if [ "$status" -eq 5 ]; then echo "pytest collected no tests" >&2; fi
+    exit "$status"
+    ;;
+  *)
+    echo "unknown job '$job': use demo or test" >&2
+    exit 2
+    ;;
+esac

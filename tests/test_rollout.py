@@ -1,0 +1,76 @@
+"""Batched rollouts: one policy call per tick per policy, groups, and failures that stay local."""
+
+import pytest
+
+import boltzoo
+from boltzoo.agents import OraclePolicy
+from boltzoo.episode import Completion
+
+
+class CountingPolicy:
+    """Answers every turn correctly via the env's oracle and records each batch size."""
+
+    def __init__(self):
+        self.batches = []
+
+    def act(self, turns):
+        self.batches.append(len(turns))
+        return [turn.env.oracle_action(turn.agent) for turn in turns]
+
+
+def test_every_pending_turn_goes_to_the_policy_in_one_batch():
+    policy = CountingPolicy()
+    episodes = boltzoo.rollout("math-v0", {"solver": policy}, episodes=12, progress=False)
+    assert policy.batches == [12]
+    assert all(e.success for e in episodes)
+
+
+def test_agents_sharing_a_policy_share_its_batches():
+    policy = CountingPolicy()
+    boltzoo.rollout(
+        "math-v0",
+        {"solver": policy, "verifier": policy},
+        episodes=5,
+        agents=("solver", "verifier"),
+        progress=False,
+    )
+    assert policy.batches == [5, 5]  # all solvers, then all verifiers
+
+
+def test_tasks_and_group_size_give_groups_of_the_same_task():
+    episodes = boltzoo.rollout(
+        "math-v0", {"solver": OraclePolicy()}, tasks=[4, 9, 2], group_size=3, progress=False
+    )
+    assert [e.task_index for e in episodes] == [4, 4, 4, 9, 9, 9, 2, 2, 2]
+    assert [e.metadata["group"] for e in episodes] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+    assert len({e.episode_id for e in episodes}) == 9
+
+
+def test_seed_makes_rollouts_repeatable():
+    a = boltzoo.rollout("math-v0", {"solver": OraclePolicy()}, episodes=6, seed=7, progress=False)
+    b = boltzoo.rollout("math-v0", {"solver": OraclePolicy()}, episodes=6, seed=7, progress=False)
+    assert [e.task_id for e in a] == [e.task_id for e in b]
+
+
+def test_failing_policy_or_bad_action_marks_only_its_episodes_failed():
+    def flaky(obs):
+        # raises on some tasks, returns a non-text action on others
+        number = int(obs["task_id"].encode().hex(), 16)
+        if number % 3 == 0:
+            raise RuntimeError("backend fell over")
+        if number % 3 == 1:
+            return 123
+        return Completion(text="\\boxed{0}")
+
+    episodes = boltzoo.rollout("math-v0", {"solver": flaky}, episodes=30, progress=False)
+    failed = [e for e in episodes if e.failed]
+    assert 0 < len(failed) < 30
+    assert all("backend fell over" in e.error or "must be text" in e.error for e in failed)
+    assert all(e.terminated for e in episodes if not e.failed)
+
+
+def test_missing_policy_is_a_clear_error():
+    with pytest.raises(ValueError, match="verifier"):
+        boltzoo.rollout(
+            "math-v0", {"solver": OraclePolicy()}, episodes=1, agents=("solver", "verifier")
+        )
