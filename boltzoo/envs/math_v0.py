@@ -75,6 +75,7 @@ from typing import Any
 
 from boltzoo.envs.base import DEFAULT_MAX_ACTION_CHARS, LLMTurnEnv, OrderEnforcing
 from boltzoo.envs.data.math_tasks import MathTask, generate_tasks, load_calcx, load_gsm8k
+from boltzoo.envs.protocol import parse_verdict
 from boltzoo.envs.tools.calculator import evaluate, find_calls
 from boltzoo.errors import DatasetError
 from boltzoo.rewards.format import format_reward as format_reward_of
@@ -104,28 +105,6 @@ VERIFIER_SYSTEM_PROMPT = (
 REMINDER = (
     "Use the calculator with <calc>EXPRESSION</calc>, or give your final answer as \\boxed{NUMBER}."
 )
-
-# One line each: "VERDICT: INCORRECT - reason" (markdown bold and other separators tolerated).
-_VERDICT_LINE = re.compile(
-    r"verdict[ \t]*\**[ \t]*[:=]?[ \t]*\**[ \t]*(in)?correct\b\**[ \t]*[-:,.]?[ \t]*(.*)", re.I
-)
-_NEGATIVE_WORDS = re.compile(r"\b(incorrect|wrong|not correct|mistake)\b", re.I)
-
-
-def parse_verdict(text: str) -> tuple[bool, str]:
-    """Return ``(accepted, reason)`` from a verifier's text, leniently.
-
-    The last ``VERDICT: CORRECT`` / ``VERDICT: INCORRECT - reason`` line wins; without one, the
-    words "incorrect", "wrong", "not correct" or "mistake" mean rejected (the whole text is the
-    reason); anything else, unparseable text included, means accepted.
-    """
-    verdicts = _VERDICT_LINE.findall(text)
-    if verdicts:
-        negated, reason = verdicts[-1]
-        return (not negated), reason.strip()
-    if _NEGATIVE_WORDS.search(text):
-        return False, text.strip()[:500]
-    return True, ""
 
 
 class raw_env(LLMTurnEnv):

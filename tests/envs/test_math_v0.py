@@ -10,7 +10,8 @@ from pettingzoo.test import api_test
 
 import boltzoo
 from boltzoo.agents import OraclePolicy
-from boltzoo.envs.math_v0 import REMINDER, parse_verdict
+from boltzoo.envs.math_v0 import REMINDER
+from boltzoo.envs.protocol import parse_verdict
 from boltzoo.errors import DatasetError, EpisodeEndedError, InvalidActionError, UnknownAgentError
 
 VARIANTS = [("solver",), ("solver", "verifier")]

