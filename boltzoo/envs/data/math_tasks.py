@@ -27,17 +27,25 @@ question never depends on generation order and train/test never share a question
 from __future__ import annotations
 
 import functools
-import hashlib
 import html
-import json
 import math
 import os
 import random
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
-from pathlib import Path
+
+from boltzoo.envs.data.files import (
+    check_choice,
+    existing_file,
+    hash_split,
+    jsonl_rows,
+    required_text,
+    short_digest,
+)
+from boltzoo.envs.tools.calculator import CalculatorError, calculate
+from boltzoo.errors import DatasetError
 
 __all__ = [
     "LEVELS",
@@ -85,74 +93,24 @@ class MathTask:
 # Exact numbers and expressions
 # ---------------------------------------------------------------------------------------------
 
-_TOKEN_RE = re.compile(r"\s*(?:(\d+\.?\d*|\.\d+)|([-+*/()]))")
+# Plain arithmetic: what task expressions may contain, a subset of the calculator's grammar.
+_PLAIN_ARITHMETIC_RE = re.compile(r"[0-9.+\-*/()\s]+")
 
 
-def _tokenize(expression: str) -> list[str]:
-    tokens: list[str] = []
-    position = 0
-    text = expression.rstrip()
-    while position < len(text):
-        match = _TOKEN_RE.match(text, position)
-        if match is None:
-            raise ValueError(f"unexpected character at {position} in {expression!r}")
-        tokens.append(match.group(1) or match.group(2))
-        position = match.end()
-    return tokens
+def _exact_value(expression: str) -> Fraction | None:
+    """Return the exact value of ``+ - * / ( )`` over integers/decimals; None if not that.
 
-
-def _evaluate(expression: str) -> Fraction:
-    """Evaluate ``+ - * / ( )`` over integers/decimals exactly (no eval, no floats)."""
-    tokens = _tokenize(expression)
-    position = 0
-
-    def peek() -> str | None:
-        return tokens[position] if position < len(tokens) else None
-
-    def take() -> str:
-        nonlocal position
-        if position >= len(tokens):
-            raise ValueError(f"unexpected end of {expression!r}")
-        position += 1
-        return tokens[position - 1]
-
-    def parse_sum() -> Fraction:
-        value = parse_product()
-        while peek() in ("+", "-"):
-            value = value + parse_product() if take() == "+" else value - parse_product()
-        return value
-
-    def parse_product() -> Fraction:
-        value = parse_factor()
-        while peek() in ("*", "/"):
-            if take() == "*":
-                value *= parse_factor()
-            else:
-                divisor = parse_factor()
-                if divisor == 0:
-                    raise ValueError(f"division by zero in {expression!r}")
-                value /= divisor
-        return value
-
-    def parse_factor() -> Fraction:
-        token = take()
-        if token == "-":
-            return -parse_factor()
-        if token == "+":
-            return parse_factor()
-        if token == "(":
-            value = parse_sum()
-            if take() != ")":
-                raise ValueError(f"missing ')' in {expression!r}")
-            return value
-        if token[0].isdigit() or token[0] == ".":
-            return Fraction(token)
-        raise ValueError(f"unexpected {token!r} in {expression!r}")
-
-    value = parse_sum()
-    if position != len(tokens):
-        raise ValueError(f"trailing {tokens[position]!r} in {expression!r}")
-    return value
+    The calculator does the arithmetic; ``**``, ``//``, ``%``, functions, exponents and
+    anything it refuses (division by zero, its size limits) give None, as does a float value.
+    No time limit: plain arithmetic is quick, and a busy machine must not change the result.
+    """
+    if not _PLAIN_ARITHMETIC_RE.fullmatch(expression) or "**" in expression or "//" in expression:
+        return None
+    try:
+        value = calculate(expression, time_limit_s=math.inf)
+    except CalculatorError:
+        return None
+    return value if isinstance(value, Fraction) else None
 
 
 def _decimal_places(value: Fraction) -> int | None:
@@ -211,15 +169,12 @@ def _normalise_expression(expression: str) -> str | None:
     cleaned = re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", cleaned)
     cleaned = re.sub(r"(?<=\d)_(?=\d)", "", cleaned)
     cleaned = re.sub(r"\s+", "", cleaned)
-    try:
-        _evaluate(cleaned)
-    except (ValueError, ZeroDivisionError, RecursionError):
-        return None
-    return cleaned
+    return cleaned if _exact_value(cleaned) is not None else None
 
 
 def _operation_count(expression: str) -> int:
-    return sum(1 for token in _tokenize(expression) if token in "+-*/")
+    """Return how many ``+ - * /`` (binary or unary) a plain-arithmetic expression has."""
+    return sum(expression.count(operator) for operator in "+-*/")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1379,7 +1334,7 @@ _LARGEST_NUMBER = {"easy": 99, "medium": 500, "hard": None}
 def _check_draft(level: str, template: str, draft: _Draft) -> None:
     """Fail loudly on a template bug: the gold answer must be exact and match the expression."""
     problem = None
-    if _evaluate(draft.expression) != draft.answer:
+    if _exact_value(draft.expression) != draft.answer:
         problem = f"expression {draft.expression!r} != answer {draft.answer}"
     elif draft.answer < 0:
         problem = f"negative answer {draft.answer}"
@@ -1398,13 +1353,9 @@ def _check_draft(level: str, template: str, draft: _Draft) -> None:
         raise RuntimeError(f"math template {level}/{template} produced a bad task: {problem}")
 
 
-def _question_digest(question: str) -> str:
-    return hashlib.sha256(question.encode("utf-8")).hexdigest()
-
-
 def _split_of(question: str) -> str:
     # Depends on the text alone, so a question keeps its split however the pool was drawn.
-    return "test" if int(_question_digest(question), 16) % 10 == 0 else "train"
+    return hash_split(question, test=1, out_of=10)
 
 
 @functools.lru_cache(maxsize=32)
@@ -1424,7 +1375,7 @@ def _split_pools(level: str, seed: int) -> dict[str, tuple[MathTask, ...]]:
         seen.add(draft.question)
         tasks.append(
             MathTask(
-                task_id=f"{level}-{_question_digest(draft.question)[:8]}",
+                task_id=f"{level}-{short_digest(draft.question)}",
                 question=draft.question,
                 answer=_canonical(draft.answer),
                 expression=draft.expression,
@@ -1450,12 +1401,10 @@ def generate_tasks(level: str = "easy", split: str = "train", *, seed: int = 0) 
         A new list of :class:`MathTask` (cached internally; safe to mutate).
 
     Raises:
-        ValueError: for an unknown level or split (the message lists the valid ones).
+        DatasetError: for an unknown level or split (the message lists the valid ones).
     """
-    if level not in LEVELS:
-        raise ValueError(f"unknown level {level!r}; choose one of: {', '.join(LEVELS)}")
-    if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; choose one of: {', '.join(SPLITS)}")
+    check_choice("level", level, LEVELS)
+    check_choice("split", split, SPLITS)
     return list(_split_pools(level, int(seed))[split])
 
 
@@ -1464,43 +1413,12 @@ def generate_tasks(level: str = "easy", split: str = "train", *, seed: int = 0) 
 # ---------------------------------------------------------------------------------------------
 
 
-def _jsonl_rows(path: str | os.PathLike, kind: str) -> Iterator[tuple[int, int, dict]]:
-    """Yield (1-based line number, 0-based row index, row) for the non-blank lines of a file."""
-    file_path = Path(path)
-    if not file_path.is_file():
-        raise FileNotFoundError(f"{kind} file not found: {file_path}")
-    row_index = 0
-    with file_path.open(encoding="utf-8") as handle:
-        for line_number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise ValueError(
-                    f"{file_path}, line {line_number}: bad JSON ({error.msg})"
-                ) from error
-            if not isinstance(row, dict):
-                raise ValueError(f"{file_path}, line {line_number}: expected a JSON object")
-            yield line_number, row_index, row
-            row_index += 1
-
-
-def _required_text(row: dict, field: str, where: str) -> str:
-    if field not in row:
-        raise ValueError(f"{where}: missing field {field!r}")
-    value = row[field]
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"{where}: field {field!r} must be a non-empty string")
-    return value
-
-
 def _expression_if_exact(candidate: str | None, answer: Fraction) -> str | None:
     """Keep a file's expression only when it evaluates exactly to the gold answer."""
     if candidate is None:
         return None
     expression = _normalise_expression(candidate)
-    if expression is None or _evaluate(expression) != answer:
+    if expression is None or _exact_value(expression) != answer:
         return None
     return expression
 
@@ -1519,21 +1437,22 @@ def load_gsm8k(path: str | os.PathLike) -> list[MathTask]:
 
     Raises:
         FileNotFoundError: the file does not exist (message has the path).
-        ValueError: bad JSON, a missing field or an answer without ``#### N`` (message has the
-            file and 1-based line number).
+        DatasetError: bad JSON, a missing field or an answer without ``#### N`` (message has
+            the file and 1-based line number).
     """
+    file_path = existing_file(path, "GSM8K")
     tasks = []
-    for line_number, row_index, row in _jsonl_rows(path, "GSM8K"):
-        where = f"{Path(path)}, line {line_number}"
-        question = _required_text(row, "question", where)
-        solution = _required_text(row, "answer", where)
+    for line_number, row_index, row in jsonl_rows(file_path):
+        where = f"{file_path}, line {line_number}"
+        question = required_text(row, "question", where)
+        solution = required_text(row, "answer", where)
         finals = _GSM8K_FINAL_RE.findall(solution)
         if not finals:
-            raise ValueError(f"{where}: answer has no final '#### N' line")
+            raise DatasetError(f"{where}: answer has no final '#### N' line")
         try:
             answer = _parse_number(finals[-1])
         except ValueError as error:
-            raise ValueError(f"{where}: '#### {finals[-1].strip()}' is not a number") from error
+            raise DatasetError(f"{where}: '#### {finals[-1].strip()}' is not a number") from error
         annotations = _GSM8K_CALC_RE.findall(solution)
         tasks.append(
             MathTask(
@@ -1553,15 +1472,15 @@ _GADGET_RE = re.compile(r"<gadget\s+id=[\"']calculator[\"']\s*>(.*?)</gadget>", 
 
 def _calcx_result(value: object, where: str) -> Fraction:
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        raise ValueError(f"{where}: field 'result' must be a number or a numeric string")
+        raise DatasetError(f"{where}: field 'result' must be a number or a numeric string")
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise ValueError(f"{where}: field 'result' is not finite")
+            raise DatasetError(f"{where}: field 'result' is not finite")
         return Fraction(repr(value))  # the written decimal, not the binary float
     try:
         return _parse_number(str(value))
     except ValueError as error:
-        raise ValueError(f"{where}: result {value!r} is not a number") from error
+        raise DatasetError(f"{where}: result {value!r} is not a number") from error
 
 
 def load_calcx(path: str | os.PathLike) -> list[MathTask]:
@@ -1575,19 +1494,20 @@ def load_calcx(path: str | os.PathLike) -> list[MathTask]:
 
     Raises:
         FileNotFoundError: the file does not exist (message has the path).
-        ValueError: bad JSON, a missing field or a non-numeric result (message has the file
+        DatasetError: bad JSON, a missing field or a non-numeric result (message has the file
             and 1-based line number).
     """
+    file_path = existing_file(path, "Calc-X")
     tasks = []
-    for line_number, row_index, row in _jsonl_rows(path, "Calc-X"):
-        where = f"{Path(path)}, line {line_number}"
-        question = _required_text(row, "question", where)
+    for line_number, row_index, row in jsonl_rows(file_path):
+        where = f"{file_path}, line {line_number}"
+        question = required_text(row, "question", where)
         if "result" not in row:
-            raise ValueError(f"{where}: missing field 'result'")
+            raise DatasetError(f"{where}: missing field 'result'")
         answer = _calcx_result(row["result"], where)
         chain = row.get("chain")
         if chain is not None and not isinstance(chain, str):
-            raise ValueError(f"{where}: field 'chain' must be a string")
+            raise DatasetError(f"{where}: field 'chain' must be a string")
         gadgets = _GADGET_RE.findall(chain or "")
         tasks.append(
             MathTask(

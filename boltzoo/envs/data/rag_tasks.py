@@ -52,14 +52,23 @@ from __future__ import annotations
 
 import bisect
 import functools
-import hashlib
-import json
 import os
 import random
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from boltzoo.envs.data.files import (
+    check_choice,
+    existing_file,
+    hash_split,
+    jsonl_rows,
+    read_json_list,
+    required_text,
+    short_digest,
+)
+from boltzoo.errors import DatasetError
 
 __all__ = [
     "CORPUS_ID",
@@ -1253,7 +1262,7 @@ class _Builder:
                 (chain[i].name, relation, chain[i + 1].name if i + 1 < len(chain) else answer)
                 for i, relation in enumerate(relations)
             )
-            task_id = f"fv0-{_digest(question)[:10]}"
+            task_id = f"fv0-{short_digest(question, 10)}"
             support = tuple(f"@{self.fact_passage[s, r]}" for s, r, _ in hops)
             answer_entity = self.entities.get(answer)
             aliases: tuple[str, ...] = ()
@@ -1300,12 +1309,8 @@ class _Builder:
         return _World(self.entities, tuple(passages), info, tuple(tasks), chains)
 
 
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
 def _split_of(question: str) -> str:
-    return "test" if int(_digest(question), 16) % 100 < TEST_PERCENT else "train"
+    return hash_split(question, test=TEST_PERCENT, out_of=100)
 
 
 @functools.lru_cache(maxsize=8)
@@ -1325,10 +1330,9 @@ def generate_dataset(split: str = "train", *, seed: int = 0) -> RAGDataset:
         A new :class:`RAGDataset` (lists are fresh copies; safe to mutate).
 
     Raises:
-        ValueError: for an unknown split (the message lists the valid ones).
+        DatasetError: for an unknown split (the message lists the valid ones).
     """
-    if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; choose one of: {', '.join(SPLITS)}")
+    check_choice("split", split, SPLITS)
     world = _build_world(int(seed))
     tasks = [task for task in world.tasks if _split_of(task.question) == split]
     return RAGDataset(tasks=tasks, corpora={CORPUS_ID: list(world.passages)})
@@ -1339,46 +1343,12 @@ def generate_dataset(split: str = "train", *, seed: int = 0) -> RAGDataset:
 # ---------------------------------------------------------------------------------------------
 
 
-def _existing(path: str | os.PathLike, kind: str) -> Path:
-    file_path = Path(path)
-    if not file_path.is_file():
-        raise FileNotFoundError(f"{kind} file not found: {file_path}")
-    return file_path
-
-
-def _jsonl_rows(file_path: Path) -> Iterator[tuple[str, int, dict]]:
-    """Yield (where, 0-based row index, row) for the non-blank lines of a jsonl file."""
-    row_index = 0
-    with file_path.open(encoding="utf-8") as handle:
-        for line_number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            where = f"{file_path}, line {line_number}"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{where}: bad JSON ({error.msg})") from error
-            if not isinstance(row, dict):
-                raise ValueError(f"{where}: expected a JSON object")
-            yield where, row_index, row
-            row_index += 1
-
-
-def _text(row: dict, field_name: str, where: str, *, allow_empty: bool = False) -> str:
-    if field_name not in row:
-        raise ValueError(f"{where}: missing field {field_name!r}")
-    value = row[field_name]
-    if not isinstance(value, str) or (not allow_empty and not value.strip()):
-        raise ValueError(f"{where}: field {field_name!r} must be a non-empty string")
-    return value
-
-
 def _row_id(row: dict, keys: tuple[str, ...], fallback: str, where: str) -> str:
     for key in keys:
         value = row.get(key)
         if value is not None:
             if isinstance(value, bool) or not isinstance(value, (str, int)) or str(value) == "":
-                raise ValueError(f"{where}: field {key!r} must be a string or an integer")
+                raise DatasetError(f"{where}: field {key!r} must be a string or an integer")
             return str(value)
     return fallback
 
@@ -1386,7 +1356,7 @@ def _row_id(row: dict, keys: tuple[str, ...], fallback: str, where: str) -> str:
 def _aliases(row: dict, answer: str, where: str) -> tuple[str, ...]:
     raw = row.get("answer_aliases") or []
     if not isinstance(raw, list) or not all(isinstance(alias, str) for alias in raw):
-        raise ValueError(f"{where}: field 'answer_aliases' must be a list of strings")
+        raise DatasetError(f"{where}: field 'answer_aliases' must be a list of strings")
     aliases: list[str] = []
     for alias in raw:
         if alias.strip() and alias != answer and alias not in aliases:
@@ -1411,7 +1381,7 @@ class _CorpusCollector:
         ids: dict[str, str] = {}
         if self.shared_id is None:
             if task_id in self.corpora:
-                raise ValueError(f"{where}: duplicate id {task_id!r}")
+                raise DatasetError(f"{where}: duplicate id {task_id!r}")
             passages = []
             for key, title, text in paragraphs:
                 passage_id = f"{task_id}-{key}"
@@ -1452,35 +1422,36 @@ def load_musique(path: str | os.PathLike, *, shared_corpus: bool = False) -> RAG
 
     Raises:
         FileNotFoundError: the file does not exist (message has the path).
-        ValueError: bad JSON or a malformed row (message has the file and line number).
+        DatasetError: bad JSON or a malformed row (message has the file and line number).
     """
-    file_path = _existing(path, "MuSiQue")
+    file_path = existing_file(path, "MuSiQue")
     collector = _CorpusCollector("musique-shared" if shared_corpus else None)
     tasks: list[RAGTask] = []
-    for where, row_index, row in _jsonl_rows(file_path):
+    for line_number, row_index, row in jsonl_rows(file_path):
+        where = f"{file_path}, line {line_number}"
         task_id = _row_id(row, ("id",), f"musique-{row_index}", where)
-        question = _text(row, "question", where)
-        answer = _text(row, "answer", where)
+        question = required_text(row, "question", where)
+        answer = required_text(row, "answer", where)
         raw_paragraphs = row.get("paragraphs")
         if not isinstance(raw_paragraphs, list) or not raw_paragraphs:
-            raise ValueError(f"{where}: field 'paragraphs' must be a non-empty list")
+            raise DatasetError(f"{where}: field 'paragraphs' must be a non-empty list")
         paragraphs: list[tuple[str, str, str]] = []
         supporting: list[str] = []
         for position, paragraph in enumerate(raw_paragraphs):
             at = f"{where}, paragraph {position}"
             if not isinstance(paragraph, dict):
-                raise ValueError(f"{at}: expected a JSON object")
+                raise DatasetError(f"{at}: expected a JSON object")
             idx = paragraph.get("idx", position)
             if isinstance(idx, bool) or not isinstance(idx, int):
-                raise ValueError(f"{at}: field 'idx' must be an integer")
+                raise DatasetError(f"{at}: field 'idx' must be an integer")
             key = str(idx)
             if any(key == existing for existing, _, _ in paragraphs):
-                raise ValueError(f"{at}: duplicate idx {idx}")
-            title = _text(paragraph, "title", at, allow_empty=True)
-            text = _text(paragraph, "paragraph_text", at)
+                raise DatasetError(f"{at}: duplicate idx {idx}")
+            title = required_text(paragraph, "title", at, allow_empty=True)
+            text = required_text(paragraph, "paragraph_text", at)
             is_supporting = paragraph.get("is_supporting", False)
             if not isinstance(is_supporting, bool):
-                raise ValueError(f"{at}: field 'is_supporting' must be true or false")
+                raise DatasetError(f"{at}: field 'is_supporting' must be true or false")
             paragraphs.append((key, title, text))
             if is_supporting:
                 supporting.append(key)
@@ -1514,16 +1485,13 @@ def _hotpot_rows(file_path: Path) -> Iterator[tuple[str, int, dict]]:
     with file_path.open(encoding="utf-8") as handle:
         head = handle.read(4096).lstrip()
     if not head.startswith("["):
-        yield from _jsonl_rows(file_path)
+        for line_number, row_index, row in jsonl_rows(file_path):
+            yield f"{file_path}, line {line_number}", row_index, row
         return
-    try:
-        rows = json.loads(file_path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{file_path}: bad JSON ({error.msg} at line {error.lineno})") from error
-    for row_index, row in enumerate(rows):
+    for row_index, row in enumerate(read_json_list(file_path)):
         where = f"{file_path}, row {row_index + 1}"
         if not isinstance(row, dict):
-            raise ValueError(f"{where}: expected a JSON object")
+            raise DatasetError(f"{where}: expected a JSON object")
         yield where, row_index, row
 
 
@@ -1532,10 +1500,10 @@ def _hotpot_context(row: dict, where: str) -> list[tuple[str, list[str]]]:
     if isinstance(context, dict):  # the Hugging Face layout: {"title": [...], "sentences": [...]}
         titles, sentences = context.get("title"), context.get("sentences")
         if not isinstance(titles, list) or not isinstance(sentences, list):
-            raise ValueError(f"{where}: field 'context' needs 'title' and 'sentences' lists")
+            raise DatasetError(f"{where}: field 'context' needs 'title' and 'sentences' lists")
         context = [list(pair) for pair in zip(titles, sentences, strict=False)]
     if not isinstance(context, list) or not context:
-        raise ValueError(f"{where}: field 'context' must be a non-empty list")
+        raise DatasetError(f"{where}: field 'context' must be a non-empty list")
     entries = []
     for position, entry in enumerate(context):
         at = f"{where}, context {position}"
@@ -1546,7 +1514,7 @@ def _hotpot_context(row: dict, where: str) -> list[tuple[str, list[str]]]:
             or not isinstance(entry[1], list)
             or not all(isinstance(sentence, str) for sentence in entry[1])
         ):
-            raise ValueError(f"{at}: expected [title, [sentence, ...]]")
+            raise DatasetError(f"{at}: expected [title, [sentence, ...]]")
         entries.append((entry[0], entry[1]))
     return entries
 
@@ -1556,11 +1524,11 @@ def _hotpot_support(row: dict, where: str) -> list[str]:
     if isinstance(facts, dict):  # the Hugging Face layout: {"title": [...], "sent_id": [...]}
         facts = [[title, 0] for title in facts.get("title", [])]
     if not isinstance(facts, list):
-        raise ValueError(f"{where}: field 'supporting_facts' must be a list")
+        raise DatasetError(f"{where}: field 'supporting_facts' must be a list")
     titles = []
     for fact in facts:
         if not isinstance(fact, list) or not fact or not isinstance(fact[0], str):
-            raise ValueError(f"{where}: supporting fact {fact!r} is not [title, sentence index]")
+            raise DatasetError(f"{where}: supporting fact {fact!r} is not [title, sentence index]")
         titles.append(fact[0])
     return titles
 
@@ -1583,17 +1551,17 @@ def load_hotpotqa(path: str | os.PathLike, *, shared_corpus: bool = False) -> RA
 
     Raises:
         FileNotFoundError: the file does not exist (message has the path).
-        ValueError: bad JSON or a malformed row (message has the file and the 1-based row of
+        DatasetError: bad JSON or a malformed row (message has the file and the 1-based row of
             the array, or the line of a jsonl file), including a supporting title that is not
             in the row's context.
     """
-    file_path = _existing(path, "HotpotQA")
+    file_path = existing_file(path, "HotpotQA")
     collector = _CorpusCollector("hotpotqa-shared" if shared_corpus else None)
     tasks: list[RAGTask] = []
     for where, row_index, row in _hotpot_rows(file_path):
         task_id = _row_id(row, ("_id", "id"), f"hotpotqa-{row_index}", where)
-        question = _text(row, "question", where)
-        answer = _text(row, "answer", where)
+        question = required_text(row, "question", where)
+        answer = required_text(row, "answer", where)
         context = _hotpot_context(row, where)
         paragraphs = [
             (str(position), title, "".join(sentences))
@@ -1605,7 +1573,7 @@ def load_hotpotqa(path: str | os.PathLike, *, shared_corpus: bool = False) -> RA
         support_titles = _ordered_unique(_hotpot_support(row, where))
         missing = [title for title in support_titles if title not in key_of_title]
         if missing:
-            raise ValueError(f"{where}: supporting title {missing[0]!r} is not in the context")
+            raise DatasetError(f"{where}: supporting title {missing[0]!r} is not in the context")
         corpus_id, ids = collector.add(task_id, paragraphs, where)
         support_ids = _ordered_unique([ids[key_of_title[title]] for title in support_titles])
         tasks.append(
@@ -1630,19 +1598,20 @@ def load_corpus_jsonl(path: str | os.PathLike) -> list[Passage]:
 
     Raises:
         FileNotFoundError: the file does not exist (message has the path).
-        ValueError: bad JSON, a missing id/text or a repeated id (message has the file and
+        DatasetError: bad JSON, a missing id/text or a repeated id (message has the file and
             line number).
     """
-    file_path = _existing(path, "corpus")
+    file_path = existing_file(path, "corpus")
     passages: list[Passage] = []
     seen: set[str] = set()
-    for where, _, row in _jsonl_rows(file_path):
+    for line_number, _, row in jsonl_rows(file_path):
+        where = f"{file_path}, line {line_number}"
         if row.get("id") is None:
-            raise ValueError(f"{where}: missing field 'id'")
+            raise DatasetError(f"{where}: missing field 'id'")
         passage_id = _row_id(row, ("id",), "", where)
         if passage_id in seen:
-            raise ValueError(f"{where}: duplicate id {passage_id!r}")
+            raise DatasetError(f"{where}: duplicate id {passage_id!r}")
         seen.add(passage_id)
-        title = _text(row, "title", where, allow_empty=True) if "title" in row else ""
-        passages.append(Passage(passage_id, title, _text(row, "text", where)))
+        title = required_text(row, "title", where, allow_empty=True) if "title" in row else ""
+        passages.append(Passage(passage_id, title, required_text(row, "text", where)))
     return passages

