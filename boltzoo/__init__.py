@@ -8,7 +8,7 @@ for agent in env.agent_iter():
     env.step(None if term or trunc else my_llm(obs))
 """
 
-from boltzoo.episode import Completion, Episode, Step
+from boltzoo.episode import Completion, Episode, Step, load_episodes, save_episodes
 from boltzoo.lightningrl.rollout import rollout
 from boltzoo.registration import make, make_gym, register_envs, registered_envs
 
@@ -21,9 +21,11 @@ __all__ = [
     "Episode",
     "Step",
     "__version__",
+    "load_episodes",
     "make",
     "make_gym",
     "register_envs",
     "registered_envs",
     "rollout",
+    "save_episodes",
 ]

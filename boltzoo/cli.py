@@ -3,6 +3,7 @@
 boltzoo envs
 boltzoo eval math-v0 --policy oracle --episodes 50
 boltzoo eval math-v0 --policy naive --episodes 200 --split test -e level=medium
+boltzoo eval math-v0 --model smollm2-135m --episodes 50
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from boltzoo.agents.scripted import SCRIPTED_POLICIES
 from boltzoo.episode import Episode
 from boltzoo.lightningrl.rollout import rollout
 from boltzoo.registration import make, registered_envs, resolve_env_id
+from boltzoo.tracing import configure_from_env
 
 
 def parse_env_kwargs(pairs: Sequence[str]) -> dict[str, Any]:
@@ -47,6 +49,9 @@ def summarize(episodes: Sequence[Episode]) -> dict[str, float]:
         "success_rate": sum(bool(e.success) for e in ok) / n if n else 0.0,
         "mean_score": sum(e.score or 0.0 for e in ok) / n if n else 0.0,
         "steps": sum(len(e.steps) for e in episodes),
+        "response_tokens": sum(
+            s.action.num_response_tokens or 0 for e in episodes for s in e.steps
+        ),
     }
 
 
@@ -57,7 +62,19 @@ def cmd_eval(args: argparse.Namespace) -> int:
     env = make(env_id, **env_kwargs)
     agents = env.unwrapped.possible_agents
     num_tasks = env.unwrapped.num_tasks
-    policy = SCRIPTED_POLICIES[args.policy]()
+    if args.model:
+        from boltzoo.agents.models import load_policy
+
+        policy = load_policy(
+            args.model,
+            max_new_tokens=args.max_new_tokens,
+            temperature=args.temperature,
+            top_p=args.top_p,
+            seed=args.seed,
+        )
+        label = args.model
+    else:
+        policy, label = SCRIPTED_POLICIES[args.policy](), args.policy
     count = args.episodes if args.episodes is not None else num_tasks
     # Evaluation plays the split's first tasks in order, so runs compare like with like.
     tasks = [i % num_tasks for i in range(count)]
@@ -74,18 +91,20 @@ def cmd_eval(args: argparse.Namespace) -> int:
     summary = summarize(episodes)
     summary.update(
         env=env_id,
-        policy=args.policy,
+        policy=label,
         split=env_kwargs["split"],
         seconds=round(elapsed, 3),
         steps_per_second=round(summary["steps"] / elapsed, 1) if elapsed > 0 else 0.0,
+        tokens_per_second=round(summary["response_tokens"] / elapsed, 1) if elapsed > 0 else 0.0,
     )
     if args.json:
         print(json.dumps(summary))
     else:
         print(
-            f"{env_id} [{args.policy}] split={summary['split']} episodes={summary['episodes']}: "
+            f"{env_id} [{label}] split={summary['split']} episodes={summary['episodes']}: "
             f"success {summary['success_rate']:.1%}, mean score {summary['mean_score']:.3f}, "
-            f"failed {summary['failed']}, {summary['steps_per_second']} env steps/s"
+            f"failed {summary['failed']}, {summary['steps_per_second']} env steps/s, "
+            f"{summary['tokens_per_second']} tokens/s"
         )
     return 0
 
@@ -100,6 +119,15 @@ def build_parser() -> argparse.ArgumentParser:
     ev = sub.add_parser("eval", help="evaluate a policy on an env's tasks")
     ev.add_argument("env", help="env id, e.g. math-v0 or boltzoo/math-v0")
     ev.add_argument("--policy", choices=sorted(SCRIPTED_POLICIES), default="oracle")
+    ev.add_argument(
+        "--model",
+        default=None,
+        help="a model for every agent: smollm2-135m or a local transformers folder (overrides "
+        "--policy)",
+    )
+    ev.add_argument("--max-new-tokens", type=int, default=256)
+    ev.add_argument("--temperature", type=float, default=0.0, help="0: greedy decoding")
+    ev.add_argument("--top-p", type=float, default=1.0)
     ev.add_argument("--episodes", type=int, default=None, help="default: every task of the split")
     ev.add_argument("--split", default="test")
     ev.add_argument("--seed", type=int, default=0)
@@ -119,6 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``boltzoo`` command line; return its exit status."""
     args = build_parser().parse_args(argv)
+    configure_from_env()
     if args.command == "envs":
         print("\n".join(registered_envs()))
         return 0

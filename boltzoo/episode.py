@@ -8,8 +8,14 @@ Both serialise to plain JSON values and back unchanged (``to_dict`` / ``from_dic
 
 from __future__ import annotations
 
+import json
+import os
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
+
+from boltzoo.errors import DatasetError
 
 
 @dataclass
@@ -40,6 +46,16 @@ class Completion:
                     f"Completion has {len(self.logprobs)} logprobs for "
                     f"{len(self.response_token_ids)} response tokens; they must pair one to one"
                 )
+
+    @property
+    def num_prompt_tokens(self) -> int | None:
+        """Return the number of prompt tokens, or None when the backend gave no token ids."""
+        return None if self.prompt_token_ids is None else len(self.prompt_token_ids)
+
+    @property
+    def num_response_tokens(self) -> int | None:
+        """Return the number of response tokens, or None when the backend gave no token ids."""
+        return None if self.response_token_ids is None else len(self.response_token_ids)
 
     @property
     def has_tokens(self) -> bool:
@@ -144,3 +160,34 @@ class Episode:
         data = dict(data)
         data["steps"] = [Step.from_dict(s) for s in data.get("steps", [])]
         return cls(**data)
+
+
+def save_episodes(path: str | os.PathLike, episodes: Iterable[Episode]) -> Path:
+    """Write ``episodes`` to a JSONL file (one episode a line, token ids included); return it.
+
+    The file is written to a temporary name and renamed, so a reader never sees half a file.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with tmp.open("w", encoding="utf-8") as f:
+        for episode in episodes:
+            f.write(json.dumps(episode.to_dict(), ensure_ascii=False) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def load_episodes(path: str | os.PathLike) -> list[Episode]:
+    """Return the episodes of a JSONL file written by :func:`save_episodes`, unchanged."""
+    episodes = []
+    with Path(path).open(encoding="utf-8") as f:
+        for line_number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                episodes.append(Episode.from_dict(json.loads(line)))
+            except (json.JSONDecodeError, TypeError, KeyError) as error:
+                raise DatasetError(
+                    f"{path}, line {line_number}: not an episode ({error})"
+                ) from None
+    return episodes

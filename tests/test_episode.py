@@ -44,3 +44,33 @@ def test_logprobs_must_pair_with_response_tokens():
 def test_completion_text_must_be_a_string():
     with pytest.raises(TypeError):
         Completion(text=None)  # type: ignore[arg-type]
+
+
+def test_rollout_episodes_with_real_tokens_survive_save_and_load(tmp_path, tiny_policy):
+    from boltzoo.agents import OraclePolicy
+
+    policy = tiny_policy(max_new_tokens=8)
+    episodes = boltzoo.rollout(
+        "math-v0",
+        {"solver": policy, "verifier": OraclePolicy()},
+        episodes=6,
+        agents=("solver", "verifier"),
+        max_turns=3,
+        progress=False,
+    )
+    path = boltzoo.save_episodes(tmp_path / "runs" / "episodes.jsonl", episodes)
+    restored = boltzoo.load_episodes(path)
+    assert restored == episodes
+    first = restored[0].steps[0].action
+    assert first.response_token_ids == episodes[0].steps[0].action.response_token_ids
+    assert isinstance(first.logprobs[0], float)
+    assert not list(path.parent.glob(".*.tmp"))  # written by rename, no leftovers
+
+
+def test_loading_a_file_that_is_not_episodes_is_a_clear_error(tmp_path):
+    from boltzoo.errors import DatasetError
+
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"not": "an episode"}\n')
+    with pytest.raises(DatasetError, match="line 1"):
+        boltzoo.load_episodes(path)

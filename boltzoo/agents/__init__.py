@@ -1,7 +1,13 @@
-"""Policies: the Policy protocol, scripted policies, and (later) model backends and the gateway."""
+"""Policies: the Policy protocol, model backends, and scripted policies.
 
-from boltzoo.agents.base import FunctionPolicy, Policy, Turn, as_policy
-from boltzoo.agents.scripted import SCRIPTED_POLICIES, NaivePolicy, OraclePolicy
+Model backends import torch and transformers only when used: ``load_policy`` and
+``TransformersPolicy`` are imported lazily.
+"""
+
+from typing import Any
+
+from boltzoo.agents.base import FunctionPolicy, Policy, SamplingParams, Turn, as_policy
+from boltzoo.agents.scripted import SCRIPTED_POLICIES, NaivePolicy, OraclePolicy, ScriptedPolicy
 
 __all__ = [
     "SCRIPTED_POLICIES",
@@ -9,6 +15,22 @@ __all__ = [
     "NaivePolicy",
     "OraclePolicy",
     "Policy",
+    "SamplingParams",
+    "ScriptedPolicy",
+    "TransformersPolicy",
     "Turn",
     "as_policy",
+    "load_policy",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "load_policy":
+        from boltzoo.agents.models import load_policy
+
+        return load_policy
+    if name == "TransformersPolicy":
+        from boltzoo.agents.transformers_policy import TransformersPolicy
+
+        return TransformersPolicy
+    raise AttributeError(f"module 'boltzoo.agents' has no attribute {name!r}")

@@ -10,7 +10,7 @@ through :func:`as_policy`.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from boltzoo.episode import Completion
@@ -23,6 +23,58 @@ class Turn:
     agent: str
     observation: dict[str, Any]
     env: Any = None  # the env's unwrapped AEC env; scripted policies read tasks from it
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How a model backend samples, named as transformers names it; recorded in Completions.
+
+    ``stop`` strings end a response and are cut from its text (their tokens are kept).
+    """
+
+    max_new_tokens: int = 256
+    temperature: float = 1.0
+    top_p: float = 1.0
+    stop: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        stop = (self.stop,) if isinstance(self.stop, str) else tuple(self.stop)
+        object.__setattr__(self, "stop", stop)
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be at least 1, got {self.max_new_tokens}")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be 0 (greedy) or more, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the parameters as plain values (what a Completion's sampling_params holds)."""
+        return {
+            "max_new_tokens": self.max_new_tokens,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "stop": list(self.stop),
+        }
+
+
+def encode_chat(tokenizer: Any, messages: Sequence[dict[str, Any]]) -> list[int]:
+    """Return the prompt token ids of ``messages`` under ``tokenizer``'s chat template.
+
+    Only ``role`` and ``content`` are passed on. Templates that know no ``tool`` role get tool
+    results as user messages (``"Tool result:\n..."``).
+    """
+    chat = [{"role": m["role"], "content": m["content"]} for m in messages]
+    try:
+        encoded = tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=True)
+    except Exception:
+        chat = [
+            {"role": "user", "content": f"Tool result:\n{m['content']}"}
+            if m["role"] == "tool"
+            else m
+            for m in chat
+        ]
+        encoded = tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=True)
+    return list(encoded["input_ids"] if hasattr(encoded, "keys") else encoded)
 
 
 @runtime_checkable

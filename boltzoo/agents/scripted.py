@@ -1,15 +1,18 @@
-"""Scripted policies: an oracle that knows the gold answer, and a naive baseline.
+"""Scripted policies: an oracle that knows the gold answer, a naive baseline, and replays.
 
-Both ask the env (``turn.env``, the unwrapped env) for the action, through the env's
-``oracle_action(agent)`` / ``naive_action(agent)``: the oracle reads the current task's gold data
-there, never from observations. They are for tests, sanity checks and baselines.
+The oracle and the naive baseline ask the env (``turn.env``, the unwrapped env) for the action,
+through the env's ``oracle_action(agent)`` / ``naive_action(agent)``: the oracle reads the current
+task's gold data there, never from observations. They are for tests, sanity checks and
+baselines.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
-from boltzoo.agents.base import Turn
+from boltzoo.agents.base import Turn, encode_chat
+from boltzoo.episode import Completion
 
 
 class _EnvScriptedPolicy:
@@ -41,3 +44,67 @@ class NaivePolicy(_EnvScriptedPolicy):
 
 
 SCRIPTED_POLICIES = {"oracle": OraclePolicy, "naive": NaivePolicy}
+
+
+class ScriptedPolicy:
+    """Replays given texts (or a function of the turn) through a real tokenizer.
+
+    A backend for replays and dry runs, and the way tests reach protocol paths (tool calls,
+    verdicts) that a tiny random model never writes. Each Completion carries the real prompt
+    token ids (the tokenizer's chat template) and the response's token ids (the text encoded,
+    then the end-of-sequence token); logprobs are None, as nothing was sampled.
+
+    Args:
+        responses: a list of texts, used in order (one per turn; running out is an error), or a
+            function ``turn -> text``.
+        tokenizer: a transformers tokenizer with a chat template (None: text only, no tokens).
+        name: recorded as the Completion's model.
+    """
+
+    def __init__(
+        self,
+        responses: Sequence[str] | Callable[[Turn], str],
+        tokenizer: Any = None,
+        *,
+        name: str = "scripted",
+    ):
+        self.responses = responses if callable(responses) else list(responses)
+        self._next = 0
+        self.tokenizer = tokenizer
+        self.name = name
+        self.version = 0
+
+    def _text(self, turn: Turn) -> str:
+        if callable(self.responses):
+            return self.responses(turn)
+        if self._next >= len(self.responses):
+            raise IndexError(f"ScriptedPolicy ran out of its {len(self.responses)} responses")
+        text = self.responses[self._next]
+        self._next += 1
+        return text
+
+    def act(self, turns: Sequence[Turn]) -> list[Completion]:
+        """Return the next scripted text for each turn, with its token ids."""
+        completions = []
+        for turn in turns:
+            text = self._text(turn)
+            prompt_ids = response_ids = None
+            if self.tokenizer is not None:
+                prompt_ids = encode_chat(self.tokenizer, turn.observation["messages"])
+                response_ids = self.tokenizer.encode(text, add_special_tokens=False)
+                if self.tokenizer.eos_token_id is not None:
+                    response_ids.append(self.tokenizer.eos_token_id)
+            completions.append(
+                Completion(
+                    text=text,
+                    prompt_token_ids=prompt_ids,
+                    response_token_ids=response_ids,
+                    model=self.name,
+                    policy_version=self.version,
+                    finish_reason="stop",
+                )
+            )
+        return completions
+
+    def __repr__(self) -> str:
+        return f"ScriptedPolicy({self.name!r})"

@@ -31,12 +31,15 @@ from typing import Any, ClassVar
 
 from gymnasium.spaces import Dict as DictSpace
 from gymnasium.utils import seeding
+from opentelemetry import trace
+from opentelemetry.trace import Status, StatusCode
 from pettingzoo import AECEnv
 from pettingzoo.utils.wrappers import OrderEnforcingWrapper
 
 from boltzoo.envs.spaces import ChatMessagesSpace, TextSpace
 from boltzoo.episode import Completion, Episode, Step
 from boltzoo.errors import EpisodeEndedError, InvalidActionError, UnknownAgentError, shorten
+from boltzoo.tracing import span_attributes, tracer
 
 DEFAULT_MAX_ACTION_CHARS = 200_000  # far above any real turn; bounds the work one action can cause
 
@@ -110,6 +113,7 @@ class LLMTurnEnv(AECEnv):
         self.turn_count = 0
         self.episode: Episode | None = None
         self.transcript: list[tuple[str, str]] = []
+        self._episode_span: trace.Span | None = None
 
     # --- what subclasses write -------------------------------------------------------------
 
@@ -189,7 +193,20 @@ class LLMTurnEnv(AECEnv):
             seed=seed,
         )
         self._skip_agent_selection = None
-        self.agent_selection = self._start_episode()
+        self._end_episode_span("abandoned: reset before the episode ended")
+        self._episode_span = tracer.start_span(
+            "boltzoo.episode",
+            attributes=span_attributes(
+                env=self.env_id,
+                task_id=self.episode.task_id,
+                task_index=task_index,
+                episode_id=self.episode.episode_id,
+                agents=self.possible_agents,
+                seed=seed,
+            ),
+        )
+        with trace.use_span(self._episode_span, end_on_exit=False):
+            self.agent_selection = self._start_episode()
 
     def observe(self, agent: str) -> dict[str, Any]:
         """Return ``agent``'s observation: the chat messages of its next LLM call."""
@@ -228,17 +245,38 @@ class LLMTurnEnv(AECEnv):
         self._clear_rewards()
         self.turn_count += 1
         self.transcript.append((agent, text))
-        next_agent = self._play(agent, text)
-
-        if next_agent is None:
-            if not self.episode.terminated:
-                raise RuntimeError(f"{type(self).__name__}._play ended without calling _finish")
-        elif self.turn_count >= self.max_turns:
-            self._finish_truncated()
-            for a in self.agents:
-                self.terminations[a] = False
-                self.truncations[a] = True
-            self.episode.terminated, self.episode.truncated = False, True
+        with (
+            trace.use_span(self._episode_span, end_on_exit=False),
+            tracer.start_as_current_span(
+                "boltzoo.env.step",
+                attributes=span_attributes(
+                    agent=agent,
+                    turn=self.turn_count,
+                    action_chars=len(text),
+                    prompt_tokens=completion.num_prompt_tokens,
+                    response_tokens=completion.num_response_tokens,
+                    model=completion.model,
+                    policy_version=completion.policy_version,
+                ),
+            ) as step_span,
+        ):
+            next_agent = self._play(agent, text)
+            if next_agent is None:
+                if not self.episode.terminated:
+                    raise RuntimeError(f"{type(self).__name__}._play ended without _finish")
+            elif self.turn_count >= self.max_turns:
+                self._finish_truncated()
+                for a in self.agents:
+                    self.terminations[a] = False
+                    self.truncations[a] = True
+                self.episode.terminated, self.episode.truncated = False, True
+            step_span.set_attributes(span_attributes(reward=self.rewards[agent]))
+        for paid_to, reward in self.rewards.items():
+            if reward:
+                self._episode_span.add_event(
+                    "boltzoo.reward",
+                    span_attributes(agent=paid_to, reward=reward, turn=self.turn_count),
+                )
         self._accumulate_rewards()
         self.episode.steps.append(
             Step(
@@ -251,6 +289,7 @@ class LLMTurnEnv(AECEnv):
         )
         if self.episode.done:
             self.episode.final_rewards = dict(self.rewards)
+            self._end_episode_span()
             self.agent_selection = self.agents[0]
         else:
             self.agent_selection = next_agent
@@ -273,7 +312,18 @@ class LLMTurnEnv(AECEnv):
         return out
 
     def close(self) -> None:
-        """Release resources (none by default; envs with databases or indexes close them)."""
+        """End a running episode's span (envs with other resources release them too)."""
+        self._end_episode_span("abandoned: env closed before the episode ended")
+
+    def trace_context(self) -> Any:
+        """Return the OpenTelemetry context of the running episode (for spans made outside)."""
+        return trace.set_span_in_context(self._episode_span) if self._episode_span else None
+
+    def record_failure(self, error: str) -> None:
+        """Mark the current episode failed (its policy or a tool raised, or it timed out)."""
+        if self.episode is not None:
+            self.episode.failed, self.episode.error = True, error
+        self._end_episode_span(error)
 
     # --- helpers for subclasses ------------------------------------------------------------
 
@@ -296,6 +346,30 @@ class LLMTurnEnv(AECEnv):
         self.episode.score = float(score)
         self.episode.success = bool(success)
         self.episode.terminated = True
+
+    def _tool_span(self, tool: str, **attributes: Any) -> Any:
+        """Return a context manager: the span of one tool call (a child of the current step)."""
+        return tracer.start_as_current_span(
+            f"boltzoo.tool.{tool}", attributes=span_attributes(tool=tool, **attributes)
+        )
+
+    def _end_episode_span(self, error: str | None = None) -> None:
+        span, self._episode_span = self._episode_span, None
+        if span is None:
+            return
+        episode = self.episode
+        span.set_attributes(
+            span_attributes(
+                turns=self.turn_count,
+                score=episode.score,
+                success=episode.success,
+                truncated=episode.truncated,
+                returns=[f"{a}={r:g}" for a, r in episode.returns().items()],
+            )
+        )
+        if error is not None:
+            span.set_status(Status(StatusCode.ERROR, error[:500]))
+        span.end()
 
     def _unknown_agent(self, agent: Any) -> UnknownAgentError:
         return UnknownAgentError(

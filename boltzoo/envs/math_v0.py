@@ -80,6 +80,7 @@ from boltzoo.envs.tools.calculator import evaluate, find_calls
 from boltzoo.errors import DatasetError
 from boltzoo.rewards.format import format_reward as format_reward_of
 from boltzoo.rewards.math import extract_final_answer, numbers_match
+from boltzoo.tracing import span_attributes
 
 SOLVER = "solver"
 VERIFIER = "verifier"
@@ -180,7 +181,11 @@ class raw_env(LLMTurnEnv):
 
     def _play_solver(self, text: str) -> str | None:
         self._solver_chat.append({"role": "assistant", "content": text})
-        results = [evaluate(expression) for expression in find_calls(text)]
+        results = []
+        for expression in find_calls(text):
+            with self._tool_span("calculator", expression=expression) as span:
+                results.append(evaluate(expression))
+                span.set_attributes(span_attributes(ok=results[-1].ok, output=results[-1].output))
         successes = sum(r.ok for r in results)
         for a in self.agents:
             self.infos[a]["tool_calls"] += len(results)

@@ -77,6 +77,7 @@ from boltzoo.envs.data.rag_tasks import (
 from boltzoo.envs.tools.retrieval import BM25Index, DenseIndex, Hit, make_retriever
 from boltzoo.errors import DatasetError
 from boltzoo.rewards.qa import extract_short_answer, qa_scores
+from boltzoo.tracing import span_attributes
 
 SEARCHER, ANSWERER = "searcher", "answerer"
 MAX_QUERY_CHARS = 1_000
@@ -159,7 +160,10 @@ class raw_env(LLMTurnEnv):
             return _INDEXES[key]
 
     def _search(self, query: str) -> list[Hit]:
-        return self.index_of(self.current_task.corpus_id).search(query, k=self.k)
+        with self._tool_span("search", query=query, retriever=self.retriever, k=self.k) as span:
+            hits = self.index_of(self.current_task.corpus_id).search(query, k=self.k)
+            span.set_attributes(span_attributes(hits=[h.passage_id for h in hits]))
+        return hits
 
     # --- episode ---------------------------------------------------------------------------
 

@@ -74,6 +74,7 @@ from boltzoo.envs.data.sql_tasks import SQLTask, generate_tasks, load_spider
 from boltzoo.envs.protocol import extract_sql, parse_verdict
 from boltzoo.envs.tools.sql import QueryResult, SQLSandbox, gold_is_ordered, results_match
 from boltzoo.errors import DatasetError
+from boltzoo.tracing import span_attributes
 
 WRITER, CHECKER, REWRITER = "writer", "checker", "rewriter"
 
@@ -234,7 +235,13 @@ class raw_env(LLMTurnEnv):
 
     def _run_query(self, agent: str, sql: str) -> None:
         self._sql = sql
-        self._result = self._sandbox().execute(sql)
+        with self._tool_span("sql", query=sql) as span:
+            self._result = self._sandbox().execute(sql)
+            span.set_attributes(
+                span_attributes(
+                    ok=self._result.ok, rows=len(self._result.rows), error=self._result.error
+                )
+            )
         for a in self.agents:
             self.infos[a]["queries"] += 1
             self.infos[a]["query_errors"] += not self._result.ok

@@ -18,11 +18,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from opentelemetry.trace import Status, StatusCode
 from tqdm.auto import tqdm
 
 from boltzoo.agents.base import Policy, Turn, as_policy
 from boltzoo.episode import Completion, Episode
 from boltzoo.registration import make
+from boltzoo.tracing import span_attributes, tracer
 
 
 @dataclass
@@ -65,6 +67,34 @@ def _act(policy: Policy, turns: list[Turn]) -> list[Any]:
     if len(actions) != len(turns):
         raise RuntimeError(f"{policy!r} returned {len(actions)} actions for {len(turns)} turns")
     return list(actions)
+
+
+def _record_llm_call(
+    turn: Turn, action: Any, policy: Policy, batch: int, started_ns: int, ended_ns: int
+) -> None:
+    """Record one turn's LLM call as a span of its episode (the batch's call times)."""
+    attributes = span_attributes(
+        agent=turn.agent, task_id=turn.observation.get("task_id"), policy=repr(policy), batch=batch
+    )
+    if isinstance(action, Completion):
+        attributes.update(
+            span_attributes(
+                model=action.model,
+                policy_version=action.policy_version,
+                prompt_tokens=action.num_prompt_tokens,
+                response_tokens=action.num_response_tokens,
+                finish_reason=action.finish_reason,
+            )
+        )
+    span = tracer.start_span(
+        "boltzoo.llm.call",
+        context=turn.env.trace_context() if turn.env is not None else None,
+        start_time=started_ns,
+        attributes=attributes,
+    )
+    if isinstance(action, _PolicyFailure):
+        span.set_status(Status(StatusCode.ERROR, action.error[:500]))
+    span.end(end_time=ended_ns)
 
 
 def _error_text(error: BaseException) -> str:
@@ -141,7 +171,7 @@ def rollout(
         job, _ = running.pop(slot)
         episode = envs[slot].unwrapped.episode
         if error is not None:
-            episode.failed, episode.error = True, error
+            envs[slot].unwrapped.record_failure(error)
         episode.metadata.update(group=job.group, job=job.index)
         results[job.index] = episode
         bar.update(1)
@@ -175,6 +205,7 @@ def rollout(
 
         for batch in pending.values():
             policy = policy_of[batch[0][1].agent]
+            started_ns = time.time_ns()
             try:
                 actions: list[Any] = _act(policy, [turn for _, turn in batch])
             except Exception:
@@ -185,7 +216,9 @@ def rollout(
                         actions.append(_act(policy, [turn])[0])
                     except Exception as error:
                         actions.append(_PolicyFailure(_error_text(error)))
-            for (slot, _), action in zip(batch, actions, strict=False):
+            ended_ns = time.time_ns()
+            for (slot, turn), action in zip(batch, actions, strict=True):
+                _record_llm_call(turn, action, policy, len(batch), started_ns, ended_ns)
                 if isinstance(action, _PolicyFailure):
                     finish(slot, action.error)
                     continue

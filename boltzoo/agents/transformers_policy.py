@@ -1,0 +1,249 @@
+"""A Hugging Face transformers model as a batched policy that records exact tokens and logprobs.
+
+Sampling is written out here, one token at a time over a KV cache, so that each sampled token's
+log-probability comes from the same forward pass that sampled it (no second pass, no
+re-tokenisation). For sampling temperature T and logits z, the token is drawn from
+``softmax(z / T)`` restricted to the top-p nucleus and renormalised, and its recorded logprob is
+``log_softmax(z / T)[token]``: the tempered distribution *before* top-p truncation, which is what
+the learner recomputes with the same temperature. Greedy decoding (T = 0) records
+``log_softmax(z)[token]``.
+
+Prompts of a batch are left-padded; rows that finish (end-of-sequence token, a stop string, or
+``max_new_tokens``) are dropped from the batch as it goes, so no compute is spent on them.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from boltzoo.agents.base import SamplingParams, Turn, encode_chat
+from boltzoo.episode import Completion
+from boltzoo.errors import BoltzooError
+
+
+class PromptTooLongError(BoltzooError, ValueError):
+    """A prompt longer than the policy's ``max_prompt_tokens`` (its episode fails, alone)."""
+
+
+def sample_token(
+    logits: torch.Tensor, temperature: float, top_p: float, generator: torch.Generator | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Return ``(tokens, logprobs)`` sampled from ``logits`` of shape (batch, vocab).
+
+    ``logprobs[i] = log_softmax(logits[i] / T)[tokens[i]]``, before top-p truncation.
+    """
+    logits = logits.float()
+    if temperature <= 0:
+        tokens = logits.argmax(dim=-1)
+        logprobs = torch.log_softmax(logits, dim=-1)
+        return tokens, logprobs.gather(-1, tokens[:, None])[:, 0]
+    logprobs = torch.log_softmax(logits / temperature, dim=-1)
+    probs = logprobs.exp()
+    if top_p < 1.0:
+        # Keep the smallest set of most likely tokens whose mass reaches top_p.
+        sorted_probs, order = probs.sort(dim=-1, descending=True)
+        mass_before = sorted_probs.cumsum(dim=-1) - sorted_probs
+        sorted_probs = sorted_probs.masked_fill(mass_before >= top_p, 0.0)
+        probs = torch.zeros_like(probs).scatter(-1, order, sorted_probs)
+    tokens = torch.multinomial(probs, 1, generator=generator)[:, 0]
+    return tokens, logprobs.gather(-1, tokens[:, None])[:, 0]
+
+
+class TransformersPolicy:
+    """A causal LM and its tokenizer as a policy: chats in, Completions with token ids out.
+
+    Args:
+        model: a transformers causal LM (``AutoModelForCausalLM``).
+        tokenizer: its tokenizer, with a chat template.
+        name: the model's name, recorded in every Completion.
+        max_new_tokens, temperature, top_p, stop: sampling parameters (transformers' names);
+            ``stop`` strings end a response and are cut from its text (its tokens are kept).
+        seed: seeds the sampling generator, so a run samples the same tokens again.
+        max_batch_size: turns sampled together at most (more are split into batches).
+        max_prompt_tokens: a longer prompt raises :class:`PromptTooLongError` for its turn
+            (default: the model's context length minus ``max_new_tokens``).
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        name: str | None = None,
+        max_new_tokens: int = 256,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        stop: Sequence[str] = (),
+        seed: int = 0,
+        max_batch_size: int = 64,
+        max_prompt_tokens: int | None = None,
+    ):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.name = name or getattr(model.config, "_name_or_path", None) or type(model).__name__
+        self.sampling = SamplingParams(max_new_tokens, temperature, top_p, stop)
+        self.max_batch_size = int(max_batch_size)
+        context = getattr(model.config, "max_position_embeddings", None) or 2048
+        self.max_prompt_tokens = max_prompt_tokens or max(1, context - max_new_tokens)
+        self.version = 0  # bumped by the learner after each update of the weights
+        self.generator = torch.Generator(device=self.device).manual_seed(seed)
+        eos = {tokenizer.eos_token_id, *_as_list(model.generation_config.eos_token_id)}
+        self.eos_token_ids = {t for t in eos if t is not None}
+        self.pad_token_id = (
+            tokenizer.pad_token_id
+            if tokenizer.pad_token_id is not None
+            else min(self.eos_token_ids)
+        )
+        self.last_stats: dict[str, float] = {}
+        # transformers 5 renamed the KV-cache argument and output from past_key_values to cache.
+        parameters = inspect.signature(model.forward).parameters
+        self._cache_name = "cache" if "cache" in parameters else "past_key_values"
+
+    @property
+    def device(self) -> torch.device:
+        """Return the device the model's weights are on."""
+        return next(self.model.parameters()).device
+
+    @property
+    def sampling_params(self) -> dict[str, Any]:
+        """Return the sampling parameters every Completion records."""
+        return self.sampling.to_dict()
+
+    def encode_chat(self, messages: Sequence[dict[str, Any]]) -> list[int]:
+        """Return the prompt token ids of ``messages`` under the model's chat template."""
+        return encode_chat(self.tokenizer, messages)
+
+    # --- the Policy protocol ---------------------------------------------------------------
+
+    def act(self, turns: Sequence[Turn]) -> list[Completion]:
+        """Return one Completion per turn, all sampled together in batches."""
+        return self.generate([turn.observation["messages"] for turn in turns])
+
+    def generate(self, chats: Sequence[Sequence[dict[str, Any]]]) -> list[Completion]:
+        """Return a Completion for each chat (a list of role/content messages)."""
+        prompts = []
+        for chat in chats:
+            ids = self.encode_chat(chat)
+            if len(ids) > self.max_prompt_tokens:
+                raise PromptTooLongError(
+                    f"the prompt has {len(ids)} tokens, over this policy's max_prompt_tokens="
+                    f"{self.max_prompt_tokens}; shorten the observation (fewer schema rows, fewer "
+                    f"passages) or raise the limit"
+                )
+            prompts.append(ids)
+        return self.generate_from_ids(prompts)
+
+    def generate_from_ids(self, prompts: Sequence[Sequence[int]]) -> list[Completion]:
+        """Return a Completion for each prompt given as token ids (no chat template applied)."""
+        completions: list[Completion] = []
+        started, new_tokens = time.perf_counter(), 0
+        for start in range(0, len(prompts), self.max_batch_size):
+            batch = [list(p) for p in prompts[start : start + self.max_batch_size]]
+            completions.extend(self._sample_batch(batch))
+        new_tokens = sum(len(c.response_token_ids) for c in completions)
+        elapsed = time.perf_counter() - started
+        self.last_stats = {
+            "sequences": len(completions),
+            "new_tokens": new_tokens,
+            "seconds": elapsed,
+            "tokens_per_second": new_tokens / elapsed if elapsed > 0 else 0.0,
+        }
+        return completions
+
+    # --- sampling --------------------------------------------------------------------------
+
+    @torch.inference_mode()
+    def _sample_batch(self, prompts: list[list[int]]) -> list[Completion]:
+        device = self.device
+        width = max(len(p) for p in prompts)
+        input_ids = torch.full((len(prompts), width), self.pad_token_id, dtype=torch.long)
+        attention_mask = torch.zeros((len(prompts), width), dtype=torch.long)
+        for row, prompt in enumerate(prompts):  # left padding: every prompt ends at the edge
+            input_ids[row, width - len(prompt) :] = torch.tensor(prompt)
+            attention_mask[row, width - len(prompt) :] = 1
+        input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
+        position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+
+        responses: list[list[int]] = [[] for _ in prompts]
+        logprobs: list[list[float]] = [[] for _ in prompts]
+        finish = ["length"] * len(prompts)
+        texts = [""] * len(prompts)
+        active = torch.arange(len(prompts), device=device)  # rows still sampling
+        cache = None
+        step_ids, step_positions = input_ids, position_ids
+
+        for _ in range(self.sampling.max_new_tokens):
+            out = self.model(
+                input_ids=step_ids,
+                attention_mask=attention_mask,
+                position_ids=step_positions,
+                use_cache=True,
+                logits_to_keep=1,  # only the last position's logits: (batch, 1, vocab)
+                **{self._cache_name: cache},
+            )
+            cache = getattr(out, self._cache_name)
+            tokens, token_logprobs = sample_token(
+                out.logits[:, -1, :], self.sampling.temperature, self.sampling.top_p, self.generator
+            )
+            still = []
+            for i, row in enumerate(active.tolist()):
+                token = int(tokens[i])
+                responses[row].append(token)
+                logprobs[row].append(float(token_logprobs[i]))
+                if token in self.eos_token_ids:
+                    finish[row] = "stop"
+                    continue
+                if self.sampling.stop:
+                    text = self.tokenizer.decode(responses[row], skip_special_tokens=True)
+                    if any(s in text for s in self.sampling.stop):
+                        finish[row] = "stop"
+                        continue
+                still.append(i)
+            if not still:
+                break
+            keep = torch.tensor(still, device=device)
+            if len(still) < len(active):  # drop finished rows from the batch and the cache
+                cache.batch_select_indices(keep)
+                attention_mask = attention_mask[keep]
+                tokens, step_positions = tokens[keep], step_positions[keep]
+                active = active[keep]
+            attention_mask = torch.cat(
+                [attention_mask, attention_mask.new_ones((len(active), 1))], dim=1
+            )
+            step_ids = tokens[:, None]
+            step_positions = step_positions[:, -1:] + 1
+
+        completions = []
+        for row, prompt in enumerate(prompts):
+            text = self.tokenizer.decode(responses[row], skip_special_tokens=True)
+            for stop in self.sampling.stop:  # the stop string ends the text and is not part of it
+                if stop in text:
+                    text = text[: text.index(stop)]
+            texts[row] = text
+            completions.append(
+                Completion(
+                    text=text,
+                    prompt_token_ids=prompt,
+                    response_token_ids=responses[row],
+                    logprobs=logprobs[row],
+                    sampling_params=self.sampling_params,
+                    model=self.name,
+                    policy_version=self.version,
+                    finish_reason=finish[row],
+                )
+            )
+        return completions
+
+    def __repr__(self) -> str:
+        return f"TransformersPolicy({self.name!r}, version={self.version})"
+
+
+def _as_list(value: Any) -> list:
+    if value is None:
+        return []
+    return list(value) if isinstance(value, (list, tuple, set)) else [value]

@@ -1,0 +1,140 @@
+"""The transformers backend: exact tokens and logprobs from the sampling pass, batching, stops."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from boltzoo.agents.base import Turn
+from boltzoo.agents.transformers_policy import PromptTooLongError, sample_token
+
+CHATS = [
+    [{"role": "user", "content": "What is 2 + 3?"}],
+    [
+        {"role": "system", "content": "You solve math problems."},
+        {"role": "user", "content": "A baker makes 12 trays of 7 buns. How many buns?"},
+        {"role": "assistant", "content": "<calc>12*7</calc>"},
+        {"role": "tool", "content": "<calc>12*7</calc> = 84"},
+    ],
+    [{"role": "user", "content": "Hi"}],
+]
+
+
+def recomputed_logprobs(policy, completion, temperature):
+    """The learner's view: one full forward pass over prompt + response, unpadded."""
+    ids = torch.tensor([completion.prompt_token_ids + completion.response_token_ids])
+    with torch.no_grad():
+        logits = policy.model(ids).logits[0].float()
+    scaled = logits / temperature if temperature > 0 else logits
+    logprobs = torch.log_softmax(scaled, dim=-1)
+    start = len(completion.prompt_token_ids)
+    return [
+        logprobs[start - 1 + i, token].item()
+        for i, token in enumerate(completion.response_token_ids)
+    ]
+
+
+@pytest.mark.parametrize("temperature, top_p", [(1.0, 1.0), (0.7, 0.9), (0.0, 1.0)])
+def test_logprobs_match_a_full_forward_pass_at_the_same_temperature(
+    tiny_policy, temperature, top_p
+):
+    policy = tiny_policy(temperature=temperature, top_p=top_p, max_new_tokens=12)
+    completions = policy.generate(CHATS)  # batched, left-padded, rows finishing apart
+    for completion in completions:
+        assert len(completion.logprobs) == len(completion.response_token_ids) > 0
+        expected = recomputed_logprobs(policy, completion, temperature)
+        assert completion.logprobs == pytest.approx(expected, abs=1e-4)
+
+
+def test_prompt_ids_are_the_chat_template_and_text_decodes_from_response_ids(
+    tiny_policy, smollm2_tokenizer
+):
+    policy = tiny_policy()
+    completions = policy.generate(CHATS)
+    for chat, completion in zip(CHATS, completions, strict=True):
+        expected = smollm2_tokenizer.apply_chat_template(
+            chat, add_generation_prompt=True, tokenize=True, return_dict=False
+        )
+        assert completion.prompt_token_ids == list(expected)
+        assert completion.text == smollm2_tokenizer.decode(
+            completion.response_token_ids, skip_special_tokens=True
+        )
+        assert completion.sampling_params == {
+            "max_new_tokens": 16,
+            "temperature": 1.0,
+            "top_p": 1.0,
+            "stop": [],
+        }
+        assert completion.model == "tiny" and completion.policy_version == 0
+
+
+def test_same_seed_samples_the_same_tokens_and_another_seed_does_not(tiny_policy):
+    first = [c.response_token_ids for c in tiny_policy(seed=3).generate(CHATS)]
+    again = [c.response_token_ids for c in tiny_policy(seed=3).generate(CHATS)]
+    assert first == again
+    policy = tiny_policy(seed=3)
+    policy.generator.manual_seed(4)
+    assert [c.response_token_ids for c in policy.generate(CHATS)] != first
+
+
+def test_max_new_tokens_bounds_the_response(tiny_policy):
+    for completion in tiny_policy(max_new_tokens=5).generate(CHATS):
+        assert len(completion.response_token_ids) <= 5
+        if len(completion.response_token_ids) == 5:
+            assert completion.finish_reason in ("length", "stop")
+
+
+def test_stop_string_ends_the_response_and_is_cut_from_the_text(tiny_policy, smollm2_tokenizer):
+    policy = tiny_policy(stop=["e"], max_new_tokens=40)
+    completions = policy.generate(CHATS * 3)
+    assert any(c.finish_reason == "stop" for c in completions)
+    for completion in completions:
+        assert "e" not in completion.text
+        full = smollm2_tokenizer.decode(completion.response_token_ids, skip_special_tokens=True)
+        if completion.finish_reason == "stop":
+            assert "e" in full and full.startswith(completion.text)
+            # The stop string arrived with the last token, not earlier.
+            before = smollm2_tokenizer.decode(
+                completion.response_token_ids[:-1], skip_special_tokens=True
+            )
+            assert "e" not in before
+
+
+def test_end_of_sequence_token_ends_the_response_and_is_kept_in_the_ids(tiny_policy):
+    policy = tiny_policy(max_new_tokens=10)
+    policy.eos_token_ids = set(range(len(policy.tokenizer)))  # any token ends the response
+    for completion in policy.generate(CHATS):
+        assert len(completion.response_token_ids) == 1
+        assert completion.finish_reason == "stop" and len(completion.logprobs) == 1
+
+
+def test_batches_are_split_at_max_batch_size_and_rows_keep_their_order(tiny_policy):
+    whole = tiny_policy(seed=1, temperature=0.0).generate(CHATS * 2)
+    split = tiny_policy(seed=1, temperature=0.0, max_batch_size=2).generate(CHATS * 2)
+    for a, b in zip(whole, split, strict=True):
+        assert a.prompt_token_ids == b.prompt_token_ids
+        assert len(a.response_token_ids) > 0 and len(b.response_token_ids) > 0
+
+
+def test_prompt_over_the_limit_is_a_clear_error(tiny_policy):
+    policy = tiny_policy(max_prompt_tokens=8)
+    with pytest.raises(PromptTooLongError, match="max_prompt_tokens=8"):
+        policy.generate(CHATS[:1])
+
+
+def test_act_takes_turns_and_returns_one_completion_each(tiny_policy):
+    turns = [Turn(agent="solver", observation={"messages": chat}) for chat in CHATS]
+    completions = tiny_policy().act(turns)
+    assert len(completions) == 3 and all(c.has_tokens for c in completions)
+
+
+def test_top_p_keeps_only_the_nucleus():
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
+    generator = torch.Generator().manual_seed(0)
+    drawn = {int(sample_token(logits, 1.0, 0.8, generator)[0]) for _ in range(300)}
+    assert drawn == {0, 1}  # 0.5 + 0.3 reaches 0.8: tokens 2 and 3 are never drawn
+    tokens, logprobs = sample_token(logits, 1.0, 0.8, generator)
+    # The recorded logprob is the untruncated one.
+    assert logprobs[0].item() == pytest.approx(
+        torch.log(torch.tensor([0.5, 0.3]))[int(tokens[0])].item(), abs=1e-6
+    )
