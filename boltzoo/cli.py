@@ -1,9 +1,10 @@
-"""The ``boltzoo`` command line: ``envs`` and ``eval`` (``train``, ``serve`` and more to come).
+"""The ``boltzoo`` command line: ``envs``, ``eval`` and ``serve`` (``train`` and more to come).
 
 boltzoo envs
 boltzoo eval math-v0 --policy oracle --episodes 50
 boltzoo eval math-v0 --policy naive --episodes 200 --split test -e level=medium
 boltzoo eval math-v0 --model smollm2-135m --episodes 50
+boltzoo serve --model smollm2-135m --port 8000
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -109,6 +111,26 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from boltzoo.agents.gateway import Gateway
+    from boltzoo.agents.models import load_policy
+
+    policy = load_policy(
+        args.model,
+        max_new_tokens=args.max_new_tokens,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        seed=args.seed,
+    )
+    with Gateway(policy, host=args.host, port=args.port, api_key=args.api_key) as gateway:
+        print(f"serving {gateway.model_name} at {gateway.base_url} (Ctrl-C stops)", flush=True)
+        try:
+            threading.Event().wait()
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the ``boltzoo`` argument parser."""
     parser = argparse.ArgumentParser(prog="boltzoo", description=__doc__.splitlines()[0])
@@ -141,6 +163,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ev.add_argument("--json", action="store_true", help="print the summary as JSON")
     ev.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    serve = sub.add_parser("serve", help="serve a model behind the OpenAI-compatible gateway")
+    serve.add_argument("--model", default="smollm2-135m")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--api-key", default=None)
+    serve.add_argument("--max-new-tokens", type=int, default=256)
+    serve.add_argument("--temperature", type=float, default=1.0)
+    serve.add_argument("--top-p", type=float, default=1.0)
+    serve.add_argument("--seed", type=int, default=0)
     return parser
 
 
@@ -152,7 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\n".join(registered_envs()))
         return 0
     try:
-        return cmd_eval(args)
+        return cmd_serve(args) if args.command == "serve" else cmd_eval(args)
     except Exception as error:  # a clear one-line message, not a traceback, for user errors
         from boltzoo.errors import BoltzooError
 

@@ -36,3 +36,47 @@ def test_eval_naive_is_worse_than_oracle_and_takes_env_args(capsys):
 def test_unknown_env_is_a_one_line_error(capsys):
     assert main(["eval", "nope-v0", "--quiet"]) == 2
     assert "no boltzoo env 'nope-v0'" in capsys.readouterr().err
+
+
+def test_serve_answers_chat_completions_over_http(tmp_path, smollm2_tokenizer):
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    from boltzoo.agents.models import tiny_model
+
+    tiny_model(len(smollm2_tokenizer), seed=0).save_pretrained(tmp_path)
+    smollm2_tokenizer.save_pretrained(tmp_path)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "boltzoo.cli",
+            "serve",
+            "--model",
+            str(tmp_path),
+            "--port",
+            "0",
+            "--max-new-tokens",
+            "4",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = server.stdout.readline()
+        assert "serving" in line and "http://127.0.0.1:" in line
+        base_url = line.split(" at ")[1].split()[0]
+        request = urllib.request.Request(
+            base_url + "/chat/completions",
+            data=json.dumps({"messages": [{"role": "user", "content": "hi"}]}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        started = time.time()
+        with urllib.request.urlopen(request, timeout=60) as response:
+            body = json.loads(response.read())
+        assert 1 <= len(body["choices"][0]["token_ids"]) <= 4 and time.time() - started < 60
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
