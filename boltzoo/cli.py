@@ -4,6 +4,7 @@ boltzoo envs
 boltzoo eval math-v0 --policy oracle --episodes 50
 boltzoo eval math-v0 --policy naive --episodes 200 --split test -e level=medium
 boltzoo eval math-v0 --model smollm2-135m --episodes 50
+boltzoo eval math-v0 --policy autogen --model smollm2-135m --episodes 20
 boltzoo serve --model smollm2-135m --port 8000
 """
 
@@ -52,9 +53,27 @@ def summarize(episodes: Sequence[Episode]) -> dict[str, float]:
         "mean_score": sum(e.score or 0.0 for e in ok) / n if n else 0.0,
         "steps": sum(len(e.steps) for e in episodes),
         "response_tokens": sum(
-            s.action.num_response_tokens or 0 for e in episodes for s in e.steps
+            call.num_response_tokens or 0
+            for e in episodes
+            for s in e.steps
+            for call in (s.action.inner_calls or [s.action])
         ),
     }
+
+
+FRAMEWORK_POLICIES = ("autogen", "openai-agents")
+
+
+def _load_model_policy(args: argparse.Namespace, model: str) -> Any:
+    from boltzoo.agents.models import load_policy
+
+    return load_policy(
+        model,
+        max_new_tokens=args.max_new_tokens,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        seed=args.seed,
+    )
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -64,31 +83,36 @@ def cmd_eval(args: argparse.Namespace) -> int:
     env = make(env_id, **env_kwargs)
     agents = env.unwrapped.possible_agents
     num_tasks = env.unwrapped.num_tasks
-    if args.model:
-        from boltzoo.agents.models import load_policy
+    gateway = None
+    if args.policy in FRAMEWORK_POLICIES:
+        # A framework agent per workflow agent, all talking to the model through one gateway.
+        from boltzoo.agents import examples, frameworks
+        from boltzoo.agents.gateway import Gateway
 
-        policy = load_policy(
-            args.model,
-            max_new_tokens=args.max_new_tokens,
-            temperature=args.temperature,
-            top_p=args.top_p,
-            seed=args.seed,
-        )
-        label = args.model
+        gateway = Gateway(_load_model_policy(args, args.model or "smollm2-135m")).start()
+        adapter, example = {
+            "autogen": (frameworks.AutoGenPolicy, examples.autogen_assistant),
+            "openai-agents": (frameworks.OpenAIAgentsPolicy, examples.openai_agents_assistant),
+        }[args.policy]
+        policies = {agent: adapter(example(env_id, agent), gateway) for agent in agents}
+        label = f"{args.policy}:{args.model or 'smollm2-135m'}"
+    elif args.model:
+        policy = _load_model_policy(args, args.model)
+        policies, label = {agent: policy for agent in agents}, args.model
     else:
-        policy, label = SCRIPTED_POLICIES[args.policy](), args.policy
+        policy = SCRIPTED_POLICIES[args.policy]()
+        policies, label = {agent: policy for agent in agents}, args.policy
     count = args.episodes if args.episodes is not None else num_tasks
     # Evaluation plays the split's first tasks in order, so runs compare like with like.
     tasks = [i % num_tasks for i in range(count)]
     started = time.perf_counter()
-    episodes = rollout(
-        env_id,
-        {agent: policy for agent in agents},
-        tasks=tasks,
-        seed=args.seed,
-        progress=not args.quiet,
-        **env_kwargs,
-    )
+    try:
+        episodes = rollout(
+            env_id, policies, tasks=tasks, seed=args.seed, progress=not args.quiet, **env_kwargs
+        )
+    finally:
+        if gateway is not None:
+            gateway.close()
     elapsed = time.perf_counter() - started
     summary = summarize(episodes)
     summary.update(
@@ -113,15 +137,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from boltzoo.agents.gateway import Gateway
-    from boltzoo.agents.models import load_policy
 
-    policy = load_policy(
-        args.model,
-        max_new_tokens=args.max_new_tokens,
-        temperature=args.temperature,
-        top_p=args.top_p,
-        seed=args.seed,
-    )
+    policy = _load_model_policy(args, args.model)
     with Gateway(policy, host=args.host, port=args.port, api_key=args.api_key) as gateway:
         print(f"serving {gateway.model_name} at {gateway.base_url} (Ctrl-C stops)", flush=True)
         try:
@@ -140,12 +157,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     ev = sub.add_parser("eval", help="evaluate a policy on an env's tasks")
     ev.add_argument("env", help="env id, e.g. math-v0 or boltzoo/math-v0")
-    ev.add_argument("--policy", choices=sorted(SCRIPTED_POLICIES), default="oracle")
+    ev.add_argument(
+        "--policy",
+        choices=[*sorted(SCRIPTED_POLICIES), *FRAMEWORK_POLICIES],
+        default="oracle",
+        help="a scripted policy, or a bundled framework agent over --model (via the gateway)",
+    )
     ev.add_argument(
         "--model",
         default=None,
-        help="a model for every agent: smollm2-135m or a local transformers folder (overrides "
-        "--policy)",
+        help="a model for every agent: smollm2-135m or a local transformers folder (with a "
+        "scripted --policy, the model replaces it)",
     )
     ev.add_argument("--max-new-tokens", type=int, default=256)
     ev.add_argument("--temperature", type=float, default=0.0, help="0: greedy decoding")

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import copy
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from gymnasium.spaces import Dict as DictSpace
@@ -42,6 +43,36 @@ from boltzoo.errors import EpisodeEndedError, InvalidActionError, UnknownAgentEr
 from boltzoo.tracing import span_attributes, tracer
 
 DEFAULT_MAX_ACTION_CHARS = 200_000  # far above any real turn; bounds the work one action can cause
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool an env offers to framework agents, described as OpenAI function calling does."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+    def openai_schema(self) -> dict[str, Any]:
+        """Return the tool in OpenAI's ``tools`` format."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
+
+
+def string_parameters(**descriptions: str) -> dict[str, Any]:
+    """Return a JSON schema of required string parameters, ``name=description`` each."""
+    return {
+        "type": "object",
+        "properties": {k: {"type": "string", "description": v} for k, v in descriptions.items()},
+        "required": list(descriptions),
+        "additionalProperties": False,
+    }
 
 
 class LLMTurnEnv(AECEnv):
@@ -63,6 +94,8 @@ class LLMTurnEnv(AECEnv):
     }
     env_id: ClassVar[str] = ""
     agent_variants: ClassVar[tuple[tuple[str, ...], ...]] = ()
+    # The env's tools, callable by framework agents through call_tool (text agents use syntax).
+    tools: ClassVar[tuple[ToolSpec, ...]] = ()
 
     def __init__(
         self,
@@ -114,6 +147,7 @@ class LLMTurnEnv(AECEnv):
         self.episode: Episode | None = None
         self.transcript: list[tuple[str, str]] = []
         self._episode_span: trace.Span | None = None
+        self._deferred_tool_rewards: dict[str, int] = {}
 
     # --- what subclasses write -------------------------------------------------------------
 
@@ -131,6 +165,10 @@ class LLMTurnEnv(AECEnv):
 
     def _play(self, agent: str, text: str) -> str | None:
         """Apply ``agent``'s action; return the next agent, or None after calling ``_finish``."""
+        raise NotImplementedError
+
+    def _run_tool(self, agent: str, name: str, arguments: dict[str, Any]) -> tuple[str, int]:
+        """Run tool ``name``; return its output for the agent and its count of successes."""
         raise NotImplementedError
 
     def _finish_truncated(self) -> None:
@@ -184,6 +222,7 @@ class LLMTurnEnv(AECEnv):
         self.infos = {a: {} for a in self.agents}
         self.turn_count = 0
         self.transcript = []
+        self._deferred_tool_rewards = {}
         self.episode = Episode(
             episode_id=uuid.uuid4().hex,
             env_id=self.env_id,
@@ -243,6 +282,8 @@ class LLMTurnEnv(AECEnv):
         observation = self.observe(agent)
         self._cumulative_rewards[agent] = 0.0
         self._clear_rewards()
+        # Tool calls a framework agent made while producing this action pay off now.
+        self._pay_tool_reward(agent, self._deferred_tool_rewards.pop(agent, 0))
         self.turn_count += 1
         self.transcript.append((agent, text))
         with (
@@ -314,6 +355,28 @@ class LLMTurnEnv(AECEnv):
     def close(self) -> None:
         """End a running episode's span (envs with other resources release them too)."""
         self._end_episode_span("abandoned: env closed before the episode ended")
+
+    def call_tool(self, agent: str, name: str, arguments: Mapping[str, Any]) -> str:
+        """Run one of the env's tools for ``agent`` (a framework agent's tool call); return
+        the output the agent sees.
+
+        The call runs in the env's sandbox and counts in its tool status and spans, exactly like
+        a tool call written in the agent's text; its intermediate reward (``tool_reward``) is
+        paid with the agent's next action. Bad calls come back as ``"error: ..."`` text.
+        """
+        specs = {tool.name: tool for tool in self.tools}
+        if name not in specs:
+            return f"error: unknown tool {name!r}; the tools are {sorted(specs)}"
+        if not self.agents or self.episode is None or self.episode.done:
+            return "error: the episode has ended"
+        arguments = dict(arguments or {})
+        missing = [p for p in specs[name].parameters.get("required", []) if p not in arguments]
+        if missing:
+            return f"error: {name} needs the arguments {missing}"
+        with trace.use_span(self._episode_span, end_on_exit=False):
+            output, successes = self._run_tool(agent, name, arguments)
+        self._deferred_tool_rewards[agent] = self._deferred_tool_rewards.get(agent, 0) + successes
+        return output
 
     def trace_context(self) -> Any:
         """Return the OpenTelemetry context of the running episode (for spans made outside)."""

@@ -73,10 +73,16 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from boltzoo.envs.base import DEFAULT_MAX_ACTION_CHARS, LLMTurnEnv, OrderEnforcing
+from boltzoo.envs.base import (
+    DEFAULT_MAX_ACTION_CHARS,
+    LLMTurnEnv,
+    OrderEnforcing,
+    ToolSpec,
+    string_parameters,
+)
 from boltzoo.envs.data.math_tasks import MathTask, generate_tasks, load_calcx, load_gsm8k
 from boltzoo.envs.protocol import parse_verdict
-from boltzoo.envs.tools.calculator import evaluate, find_calls
+from boltzoo.envs.tools.calculator import CalcResult, evaluate, find_calls
 from boltzoo.errors import DatasetError
 from boltzoo.rewards.format import format_reward as format_reward_of
 from boltzoo.rewards.math import extract_final_answer, numbers_match
@@ -114,6 +120,14 @@ class raw_env(LLMTurnEnv):
     metadata = {"render_modes": ["ansi", "human"], "name": "math_v0", "is_parallelizable": False}
     env_id = "boltzoo/math-v0"
     agent_variants = ((SOLVER,), (SOLVER, VERIFIER))
+    tools = (
+        ToolSpec(
+            "calculator",
+            "Evaluate an arithmetic expression: + - * / // ** (or ^), parentheses, decimals, "
+            "15% for 0.15, and sqrt, round, min, max, abs, floor, ceil, mod(a, b).",
+            string_parameters(expression="the expression, e.g. (12 + 30) * 3"),
+        ),
+    )
 
     def __init__(
         self,
@@ -181,16 +195,8 @@ class raw_env(LLMTurnEnv):
 
     def _play_solver(self, text: str) -> str | None:
         self._solver_chat.append({"role": "assistant", "content": text})
-        results = []
-        for expression in find_calls(text):
-            with self._tool_span("calculator", expression=expression) as span:
-                results.append(evaluate(expression))
-                span.set_attributes(span_attributes(ok=results[-1].ok, output=results[-1].output))
-        successes = sum(r.ok for r in results)
-        for a in self.agents:
-            self.infos[a]["tool_calls"] += len(results)
-            self.infos[a]["tool_errors"] += len(results) - successes
-        self._pay_tool_reward(SOLVER, successes)
+        results = [self._calculate(expression) for expression in find_calls(text)]
+        self._pay_tool_reward(SOLVER, sum(r.ok for r in results))
 
         answer = extract_final_answer(text)
         if answer is not None:
@@ -206,6 +212,20 @@ class raw_env(LLMTurnEnv):
             self._solver_chat.append({"role": "user", "content": REMINDER})
             self.transcript.append(("env", REMINDER))
         return SOLVER
+
+    def _calculate(self, expression: str) -> CalcResult:
+        """Evaluate one calculator call, in a span, counted in every agent's infos."""
+        with self._tool_span("calculator", expression=expression) as span:
+            result = evaluate(expression)
+            span.set_attributes(span_attributes(ok=result.ok, output=result.output))
+        for a in self.agents:
+            self.infos[a]["tool_calls"] += 1
+            self.infos[a]["tool_errors"] += not result.ok
+        return result
+
+    def _run_tool(self, agent: str, name: str, arguments: dict[str, Any]) -> tuple[str, int]:
+        result = self._calculate(str(arguments["expression"]))
+        return result.output, int(result.ok)
 
     def _play_verifier(self, text: str) -> str | None:
         self._verified = True

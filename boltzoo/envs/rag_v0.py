@@ -65,7 +65,13 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from boltzoo.envs.base import DEFAULT_MAX_ACTION_CHARS, LLMTurnEnv, OrderEnforcing
+from boltzoo.envs.base import (
+    DEFAULT_MAX_ACTION_CHARS,
+    LLMTurnEnv,
+    OrderEnforcing,
+    ToolSpec,
+    string_parameters,
+)
 from boltzoo.envs.data.rag_tasks import (
     RAGDataset,
     RAGTask,
@@ -104,6 +110,13 @@ class raw_env(LLMTurnEnv):
     metadata = {"render_modes": ["ansi", "human"], "name": "rag_v0", "is_parallelizable": False}
     env_id = "boltzoo/rag-v0"
     agent_variants = ((SEARCHER, ANSWERER), (ANSWERER,))
+    tools = (
+        ToolSpec(
+            "search",
+            "Search the document collection; returns the best-matching passages.",
+            string_parameters(query="what to search for"),
+        ),
+    )
 
     def __init__(
         self,
@@ -215,6 +228,11 @@ class raw_env(LLMTurnEnv):
             self.infos[a]["supporting_retrieved"] = found
         return new_supporting
 
+    def _run_tool(self, agent: str, name: str, arguments: dict[str, Any]) -> tuple[str, int]:
+        hits = self._search(str(arguments["query"])[:MAX_QUERY_CHARS])
+        new_supporting = self._add_hits(hits)
+        return _format_hits(hits) or "No results.", new_supporting
+
     def _play(self, agent: str, text: str) -> str | None:
         if agent == ANSWERER:
             self._answer = extract_short_answer(text)
@@ -228,8 +246,11 @@ class raw_env(LLMTurnEnv):
             self.infos[a]["searches"] = self._searches
         hits = self._search(query) if query and query.upper() != DONE else []
         self._pay_tool_reward(SEARCHER, self._add_hits(hits))
-        shown = "\n\n".join(f"[{h.rank}] {h.title}\n{h.text}" for h in hits)
-        feedback = f"Search results:\n{shown}" if hits else "No results: write a search query."
+        feedback = (
+            f"Search results:\n{_format_hits(hits)}"
+            if hits
+            else "No results: write a search query."
+        )
         self._searcher_chat.append({"role": "tool", "content": feedback})
         self.transcript.append(("search", feedback[:500]))
         return SEARCHER if self._searches < self.max_searches else ANSWERER
@@ -262,6 +283,10 @@ class raw_env(LLMTurnEnv):
             return self.current_task.question if self._searches == 0 else DONE
         first = next(iter(self._retrieved.values()), None)
         return f"Answer: {first.title if first else 'unknown'}"
+
+
+def _format_hits(hits: list[Hit]) -> str:
+    return "\n\n".join(f"[{h.rank}] {h.title}\n{h.text}" for h in hits)
 
 
 def _with_corpus(task: RAGTask, corpus_id: str) -> RAGTask:

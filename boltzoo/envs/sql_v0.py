@@ -69,7 +69,13 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from boltzoo.envs.base import DEFAULT_MAX_ACTION_CHARS, LLMTurnEnv, OrderEnforcing
+from boltzoo.envs.base import (
+    DEFAULT_MAX_ACTION_CHARS,
+    LLMTurnEnv,
+    OrderEnforcing,
+    ToolSpec,
+    string_parameters,
+)
 from boltzoo.envs.data.sql_tasks import SQLTask, generate_tasks, load_spider
 from boltzoo.envs.protocol import extract_sql, parse_verdict
 from boltzoo.envs.tools.sql import QueryResult, SQLSandbox, gold_is_ordered, results_match
@@ -114,6 +120,13 @@ class raw_env(LLMTurnEnv):
     metadata = {"render_modes": ["ansi", "human"], "name": "sql_v0", "is_parallelizable": False}
     env_id = "boltzoo/sql-v0"
     agent_variants = ((WRITER, CHECKER, REWRITER), (WRITER,))
+    tools = (
+        ToolSpec(
+            "execute_sql",
+            "Run one read-only SQL query on the task's database and see its result.",
+            string_parameters(query="one SQLite SELECT query"),
+        ),
+    )
 
     def __init__(
         self,
@@ -233,20 +246,27 @@ class raw_env(LLMTurnEnv):
         self.transcript.append(("env", "accepted" if accepted else "rejected"))
         return self._end() if accepted else REWRITER
 
-    def _run_query(self, agent: str, sql: str) -> None:
-        self._sql = sql
+    def _execute(self, sql: str) -> QueryResult:
+        """Run one query in the sandbox, in a span, counted in every agent's infos."""
         with self._tool_span("sql", query=sql) as span:
-            self._result = self._sandbox().execute(sql)
+            result = self._sandbox().execute(sql)
             span.set_attributes(
-                span_attributes(
-                    ok=self._result.ok, rows=len(self._result.rows), error=self._result.error
-                )
+                span_attributes(ok=result.ok, rows=len(result.rows), error=result.error)
             )
         for a in self.agents:
             self.infos[a]["queries"] += 1
-            self.infos[a]["query_errors"] += not self._result.ok
+            self.infos[a]["query_errors"] += not result.ok
+        self.transcript.append(("database", result.to_text(max_rows=5, max_chars=500)))
+        return result
+
+    def _run_query(self, agent: str, sql: str) -> None:
+        self._sql = sql
+        self._result = self._execute(sql)
         self._pay_tool_reward(agent, int(self._result.ok))
-        self.transcript.append(("database", self._result.to_text(max_rows=5, max_chars=500)))
+
+    def _run_tool(self, agent: str, name: str, arguments: dict[str, Any]) -> tuple[str, int]:
+        result = self._execute(str(arguments["query"]))
+        return result.to_text(), int(result.ok)
 
     def _final_score(self) -> bool:
         task: SQLTask = self.current_task

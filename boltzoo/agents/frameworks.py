@@ -1,0 +1,222 @@
+"""AutoGen and OpenAI Agents SDK agents as env policies, with almost no change to the agent.
+
+You write the agent as you normally would, as a function of the model and the tools::
+
+    def solver(model_client, tools):          # AutoGen
+        return AssistantAgent("solver", model_client=model_client, tools=tools,
+                              reflect_on_tool_use=True, system_message="...")
+
+    policy = AutoGenPolicy(solver, gateway)   # gateway = Gateway(load_policy("smollm2-135m"))
+
+For each turn, boltzoo builds the agent with a model client (AutoGen) or model object (Agents
+SDK) whose base URL is a gateway session of its own, and with the env's tools (the calculator,
+SQL execution, search) as framework tools, so tool calls run in the env's sandbox and count in
+its tool status and spans. The observation's conversation is the agent's task; its final message
+is the action. Every LLM call the agent made (tool loops included) comes back from the gateway's
+record, with its token ids, as the action's ``inner_calls``: what LightningRL learns from.
+
+A batch of turns runs concurrently in one event loop, so the gateway batches their calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from boltzoo.agents.base import Turn
+from boltzoo.agents.gateway import Gateway
+from boltzoo.envs.base import ToolSpec
+from boltzoo.episode import Completion
+from boltzoo.errors import MissingDependencyError
+
+_AGENTS_EXTRA = "pip install 'boltzoo[agents]'"
+
+
+def task_text(observation: dict[str, Any]) -> str:
+    """Return the observation's conversation as a framework agent's task.
+
+    The env's own system prompt (written for text agents: tool syntax, answer format) is left
+    out, since the framework agent has its own. A single user message is passed as it is; a
+    longer conversation as ``role: content`` blocks.
+    """
+    messages = [m for m in observation["messages"] if m["role"] != "system"]
+    if len(messages) == 1:
+        return messages[0]["content"]
+    return "\n\n".join(f"{m['role']}: {m['content']}" for m in messages)
+
+
+class _FrameworkPolicy:
+    """What both adapters share: sessions on the gateway, env tools, concurrent turns."""
+
+    framework = ""
+
+    def __init__(
+        self, build_agent: Callable[..., Any], gateway: Gateway, max_concurrency: int = 64
+    ):
+        self.build_agent = build_agent
+        self.gateway = gateway
+        self.max_concurrency = max_concurrency
+        self.version = 0
+
+    def act(self, turns: Sequence[Turn]) -> list[Completion]:
+        """Return one Completion per turn: the agent's final message, with its LLM calls."""
+        return asyncio.run(self._act_all(turns))
+
+    async def _act_all(self, turns: Sequence[Turn]) -> list[Completion]:
+        limit = asyncio.Semaphore(self.max_concurrency)
+
+        async def one(turn: Turn) -> Completion:
+            async with limit:
+                return await self._act_one(turn)
+
+        return list(await asyncio.gather(*(one(turn) for turn in turns)))
+
+    async def _act_one(self, turn: Turn) -> Completion:
+        episode = getattr(getattr(turn.env, "episode", None), "episode_id", "episode")
+        session = f"{episode}-{turn.agent}-{uuid.uuid4().hex[:8]}"
+        url = self.gateway.session_url(session, turn.agent)
+        specs = list(getattr(turn.env, "tools", ()))
+        try:
+            text = await self._run(url, specs, turn, task_text(turn.observation))
+        finally:
+            calls = self.gateway.pop_calls(session)
+        return Completion(
+            text=text,
+            inner_calls=[call.completion for call in calls],
+            model=f"{self.framework}:{self.gateway.model_name}",
+            policy_version=self.version,
+            finish_reason="stop",
+        )
+
+    async def _run(self, url: str, specs: list[ToolSpec], turn: Turn, task: str) -> str:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        name = getattr(self.build_agent, "__name__", "agent")
+        return f"{type(self).__name__}({name})"
+
+
+def _tool_function(turn: Turn, spec: ToolSpec) -> Callable[..., str]:
+    """Return a plain typed function that runs ``spec`` in the turn's env (for AutoGen)."""
+    names = list(spec.parameters.get("properties", {}))
+
+    def call(**arguments: str) -> str:
+        return turn.env.call_tool(turn.agent, spec.name, arguments)
+
+    parameters = [
+        inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=str) for n in names
+    ]
+    call.__signature__ = inspect.Signature(parameters, return_annotation=str)  # type: ignore[attr-defined]
+    call.__annotations__ = {n: str for n in names} | {"return": str}
+    call.__name__ = spec.name
+    call.__doc__ = spec.description
+    return call
+
+
+class AutoGenPolicy(_FrameworkPolicy):
+    """An ``autogen_agentchat`` agent as a policy.
+
+    Args:
+        build_agent: ``(model_client, tools) -> agent``; ``model_client`` is an
+            ``OpenAIChatCompletionClient`` pointing at the gateway, ``tools`` the env's tools as
+            AutoGen ``FunctionTool``s. Give the tools to the agent as usual.
+        gateway: the gateway (started) in front of the model that trains.
+    """
+
+    framework = "autogen"
+
+    async def _run(self, url: str, specs: list[ToolSpec], turn: Turn, task: str) -> str:
+        try:
+            from autogen_core.tools import FunctionTool
+            from autogen_ext.models.openai import OpenAIChatCompletionClient
+        except ImportError:
+            raise MissingDependencyError(f"AutoGenPolicy needs AutoGen: {_AGENTS_EXTRA}") from None
+        client = OpenAIChatCompletionClient(
+            model=self.gateway.model_name,
+            base_url=url,
+            api_key=self.gateway.api_key or "boltzoo",
+            model_info={
+                "vision": False,
+                "function_calling": True,
+                "json_output": False,
+                "structured_output": False,
+                "family": "unknown",
+            },
+        )
+        tools = [
+            FunctionTool(_tool_function(turn, spec), description=spec.description, name=spec.name)
+            for spec in specs
+        ]
+        try:
+            agent = self.build_agent(client, tools)
+            result = await agent.run(task=task)
+        finally:
+            await client.close()
+        final = result.messages[-1]
+        return final.to_text() if hasattr(final, "to_text") else str(final.content)
+
+
+class OpenAIAgentsPolicy(_FrameworkPolicy):
+    """An OpenAI Agents SDK ``Agent`` as a policy.
+
+    Args:
+        build_agent: ``(model, tools) -> Agent``; ``model`` is an ``OpenAIChatCompletionsModel``
+            over the gateway, ``tools`` the env's tools as SDK ``FunctionTool``s.
+        gateway: the gateway (started) in front of the model that trains.
+        max_turns: the SDK's limit on model calls per run.
+    """
+
+    framework = "openai-agents"
+
+    def __init__(
+        self,
+        build_agent: Callable[..., Any],
+        gateway: Gateway,
+        max_concurrency: int = 64,
+        max_turns: int = 10,
+    ):
+        super().__init__(build_agent, gateway, max_concurrency)
+        self.max_turns = max_turns
+
+    async def _run(self, url: str, specs: list[ToolSpec], turn: Turn, task: str) -> str:
+        try:
+            from agents import (
+                FunctionTool,
+                OpenAIChatCompletionsModel,
+                Runner,
+                set_tracing_disabled,
+            )
+            from openai import AsyncOpenAI
+        except ImportError:
+            raise MissingDependencyError(
+                f"OpenAIAgentsPolicy needs the OpenAI Agents SDK: {_AGENTS_EXTRA}"
+            ) from None
+        set_tracing_disabled(True)  # the SDK would send its traces to OpenAI; ours are OTel
+        client = AsyncOpenAI(base_url=url, api_key=self.gateway.api_key or "boltzoo")
+
+        def tool(spec: ToolSpec) -> Any:
+            async def invoke(context: Any, arguments: str) -> str:
+                try:
+                    parsed = json.loads(arguments or "{}")
+                except json.JSONDecodeError:
+                    return f"error: the arguments are not JSON: {arguments[:200]}"
+                return turn.env.call_tool(turn.agent, spec.name, parsed)
+
+            return FunctionTool(
+                name=spec.name,
+                description=spec.description,
+                params_json_schema=spec.parameters,
+                on_invoke_tool=invoke,
+            )
+
+        model = OpenAIChatCompletionsModel(model=self.gateway.model_name, openai_client=client)
+        try:
+            agent = self.build_agent(model, [tool(spec) for spec in specs])
+            result = await Runner.run(agent, task, max_turns=self.max_turns)
+        finally:
+            await client.close()
+        return str(result.final_output)

@@ -1,0 +1,114 @@
+"""AutoGen and OpenAI Agents SDK agents acting in envs through the gateway, over real HTTP."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import boltzoo
+from boltzoo.agents import ScriptedPolicy, Turn
+from boltzoo.agents.gateway import Gateway
+
+pytest.importorskip("autogen_agentchat")
+pytest.importorskip("agents")
+
+from boltzoo.agents.examples import autogen_assistant, openai_agents_assistant  # noqa: E402
+from boltzoo.agents.frameworks import AutoGenPolicy, OpenAIAgentsPolicy  # noqa: E402
+
+
+def tool_call(name, **arguments):
+    return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments})}</tool_call>"
+
+
+def play_one_turn(env, policy, agent, task_index):
+    env.reset(options={"task_index": task_index})
+    [completion] = policy.act([Turn(agent, env.observe(agent), env.unwrapped)])
+    env.step(completion)
+    return completion
+
+
+def assert_inner_calls_decode(completion, tokenizer):
+    assert completion.inner_calls, "the framework's LLM calls were recorded"
+    for call in completion.inner_calls:
+        assert call.has_tokens and call.prompt_token_ids
+        assert tokenizer.decode(call.response_token_ids, skip_special_tokens=True) == call.text
+
+
+def test_autogen_assistant_solves_math_with_the_env_calculator(smollm2_tokenizer):
+    current = {}
+
+    def model(turn):  # a scripted model behind the gateway: a tool call, then the answer
+        messages = turn.observation["messages"]
+        if messages[-1]["role"] != "tool":
+            return "I will compute it. " + tool_call("calculator", expression=current["expr"])
+        result = messages[-1]["content"]
+        return f"The result is {result}, so the answer is \\boxed{{{current['answer']}}}."
+
+    env = boltzoo.make("math-v0", split="test", tool_reward=0.1)
+    with Gateway(ScriptedPolicy(model, smollm2_tokenizer, name="smol")) as gateway:
+        policy = AutoGenPolicy(autogen_assistant("math-v0", "solver"), gateway)
+        for index in range(3):
+            task = env.unwrapped.tasks[index]
+            current.update(expr=task.expression, answer=task.answer)
+            completion = play_one_turn(env, policy, "solver", index)
+            episode = env.unwrapped.episode
+            assert episode.success, completion.text
+            # The calculator ran in the env: counted, rewarded with the action.
+            assert env.infos["solver"]["tool_calls"] == 1
+            assert env.infos["solver"]["tool_errors"] == 0
+            assert episode.returns()["solver"] == pytest.approx(1.1)
+            assert len(completion.inner_calls) == 2
+            assert_inner_calls_decode(completion, smollm2_tokenizer)
+            assert completion.text == completion.inner_calls[-1].text  # the final message
+            # The second call's prompt holds the result the env's calculator computed.
+            second_prompt = smollm2_tokenizer.decode(completion.inner_calls[1].prompt_token_ids)
+            assert f"tool\n{task.answer}<|im_end|>" in second_prompt
+        assert gateway.calls() == []  # every session's calls were taken into the Completions
+
+
+def test_openai_agents_sdk_answerer_searches_the_env_index(smollm2_tokenizer):
+    current = {}
+
+    def model(turn):
+        messages = turn.observation["messages"]
+        if messages[-1]["role"] != "tool":
+            return tool_call("search", query=current["question"])
+        assert "[1]" in messages[-1]["content"]  # the env's search results came back
+        return f"Answer: {current['answer']}"
+
+    env = boltzoo.make("rag-v0", split="test", agents=("answerer",), retriever="bm25")
+    with Gateway(ScriptedPolicy(model, smollm2_tokenizer, name="smol")) as gateway:
+        policy = OpenAIAgentsPolicy(openai_agents_assistant("rag-v0", "answerer"), gateway)
+        for index in range(3):
+            task = env.unwrapped.tasks[index]
+            current.update(question=task.question, answer=task.answer)
+            completion = play_one_turn(env, policy, "answerer", index)
+            assert env.unwrapped.episode.success, completion.text
+            assert completion.text == f"Answer: {task.answer}"
+            assert len(completion.inner_calls) == 2
+            assert_inner_calls_decode(completion, smollm2_tokenizer)
+            assert completion.model == "openai-agents:smol"
+
+
+def test_framework_policies_run_batches_concurrently_through_rollout(smollm2_tokenizer):
+    def model(turn):
+        return "\\boxed{0}"  # no tool call: one LLM call per turn
+
+    with Gateway(ScriptedPolicy(model, smollm2_tokenizer), batch_wait_s=0.05) as gateway:
+        policy = AutoGenPolicy(autogen_assistant("math-v0", "solver"), gateway)
+        episodes = boltzoo.rollout("math-v0", {"solver": policy}, episodes=8, progress=False)
+        assert gateway.mean_batch_size > 1
+    assert not any(e.failed for e in episodes)
+    assert all(len(e.steps[0].action.inner_calls) == 1 for e in episodes)
+
+
+def test_unknown_tool_and_bad_arguments_come_back_as_errors():
+    env = boltzoo.make("math-v0")
+    env.reset(options={"task_index": 0})
+    raw = env.unwrapped
+    assert raw.call_tool("solver", "shell", {"cmd": "rm -rf /"}).startswith("error: unknown tool")
+    assert "needs the arguments" in raw.call_tool("solver", "calculator", {})
+    assert raw.call_tool("solver", "calculator", {"expression": "1/0"}) == "error: division by zero"
+    assert raw.call_tool("solver", "calculator", {"expression": "6*7"}) == "42"
+    assert env.infos["solver"]["tool_calls"] == 2 and env.infos["solver"]["tool_errors"] == 1
