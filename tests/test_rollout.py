@@ -74,3 +74,26 @@ def test_missing_policy_is_a_clear_error():
         boltzoo.rollout(
             "math-v0", {"solver": OraclePolicy()}, episodes=1, agents=("solver", "verifier")
         )
+
+
+def test_episode_past_its_timeout_is_marked_failed_and_the_others_finish():
+    import time
+
+    def slow_on_one_task(obs):
+        if obs["task_id"] == slow_task:
+            time.sleep(0.3)
+            return "still thinking"  # never answers: the episode would run to max_turns
+        return "\\boxed{0}"
+
+    env = boltzoo.make("math-v0")
+    slow_task = env.unwrapped.tasks[1].task_id
+    episodes = boltzoo.rollout(
+        "math-v0",
+        {"solver": slow_on_one_task},
+        tasks=[0, 1, 2],
+        episode_timeout_s=0.5,
+        max_turns=6,
+        progress=False,
+    )
+    assert [e.failed for e in episodes] == [False, True, False]
+    assert "TimeoutError" in episodes[1].error

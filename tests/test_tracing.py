@@ -94,3 +94,22 @@ def test_sql_and_search_tools_have_spans(span_exporter):
     assert len(spans["boltzoo.tool.sql"]) == 2
     assert all(s.attributes["boltzoo.ok"] for s in spans["boltzoo.tool.sql"])
     assert len(spans["boltzoo.tool.search"]) == 2
+
+
+def test_otel_environment_variables_send_spans_from_the_command_line():
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, OTEL_TRACES_EXPORTER="console", OTEL_SERVICE_NAME="boltzoo-test")
+    result = subprocess.run(
+        [sys.executable, "-m", "boltzoo.cli", "eval", "math-v0", "--episodes", "2", "--quiet"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert '"name": "boltzoo.episode"' in result.stdout
+    assert '"name": "boltzoo.tool.calculator"' in result.stdout
+    assert "boltzoo-test" in result.stdout
