@@ -1,5 +1,42 @@
-"""LightningRL: rollouts, and (to come) credited transitions, advantages, losses and the trainer."""
+"""LightningRL: rollouts, credited transitions, advantages and the clipped policy-gradient loss.
 
+Read in this order: ``rollout`` (episodes), ``transitions.flatten`` with ``credit`` (the high
+level: each LLM call's share of the return), ``advantages`` (group baselines), ``loss`` (the low
+level: a token-level clipped policy gradient). The trainer that runs them in a loop comes next.
+"""
+
+from importlib import import_module
+from typing import Any
+
+from boltzoo.lightningrl.credit import discounted, get_credit, identical, returns
 from boltzoo.lightningrl.rollout import rollout
+from boltzoo.lightningrl.transitions import Transition, flatten, select_agents
 
-__all__ = ["rollout"]
+# The torch-based parts load on first use, so that `import boltzoo` stays light.
+_LAZY = {
+    "GroupStats": "advantages",
+    "compute_advantages": "advantages",
+    "LossOutput": "loss",
+    "policy_loss": "loss",
+}
+
+__all__ = [
+    "GroupStats",
+    "LossOutput",
+    "Transition",
+    "compute_advantages",
+    "discounted",
+    "flatten",
+    "get_credit",
+    "identical",
+    "policy_loss",
+    "returns",
+    "rollout",
+    "select_agents",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(import_module(f"boltzoo.lightningrl.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'boltzoo.lightningrl' has no attribute {name!r}")

@@ -1,0 +1,176 @@
+"""Transitions: an episode cut into its LLM calls, each with the reward credited to it.
+
+LightningRL trains on single calls. :func:`flatten` walks the episodes (in order), their steps
+(in order) and the calls of each step (in order) and makes one :class:`Transition` per LLM call
+of the agents being trained: a step whose action has ``inner_calls`` (a framework agent called
+the model several times to produce one action) gives one transition per inner call, all with the
+step's credit; the outer Completion, which only carries the final text, is not a call. Any other
+step gives one transition, its action.
+
+Token ids and sampling logprobs are read from the Completions. Only a call that has none is
+tokenized from its text (``retokenized=True``, ``logprobs=None``), which needs the tokenizer.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from boltzoo.agents.base import encode_chat
+from boltzoo.episode import Completion, Episode, Step
+from boltzoo.errors import shorten
+from boltzoo.lightningrl.credit import CreditFn, get_credit
+
+
+@dataclass
+class Transition:
+    """One LLM call of one agent: its tokens, its sampling logprobs and its credited reward."""
+
+    agent: str
+    task_id: str
+    task_index: int
+    episode_id: str
+    group: int | None  # episode.metadata.get("group"): the rollouts of the same task
+    turn: int  # index of the step in the episode (0-based)
+    call: int  # index of the LLM call within the step (0 for plain actions)
+    prompt_token_ids: list[int]
+    response_token_ids: list[int]
+    logprobs: list[float] | None  # sampling logprobs, one per response token
+    reward: float  # the credited reward
+    advantage: float = 0.0
+    policy_version: int | None = None
+    retokenized: bool = False  # token ids were made from text here (the backend gave none)
+    temperature: float | None = None  # from the Completion's sampling_params, if any
+
+
+def select_agents(agents: Iterable[str], train_agents: str | Sequence[str] | None) -> set[str]:
+    """Return the agents to train: all (None), the names given, or those a regex fullmatches."""
+    agents = sorted(set(agents))
+    if train_agents is None:
+        return set(agents)
+    if isinstance(train_agents, str):
+        try:
+            pattern = re.compile(train_agents)
+        except re.error as error:
+            raise ValueError(
+                f"train_agents {train_agents!r} is not a valid regex: {error}"
+            ) from None
+        selected = {a for a in agents if pattern.fullmatch(a)}
+        if not selected:
+            raise ValueError(
+                f"train_agents regex {train_agents!r} matches none of the agents {agents}"
+            )
+        return selected
+    unknown = [a for a in train_agents if a not in agents]
+    if unknown:
+        raise ValueError(f"train_agents names unknown agents {unknown}; the agents are {agents}")
+    return set(train_agents)
+
+
+def _calls(action: Completion) -> list[Completion]:
+    """Return the LLM calls behind an action: its inner calls if it has any, else itself."""
+    return list(action.inner_calls) if action.inner_calls else [action]
+
+
+def _tokens(
+    call: Completion, step: Step, inner: bool, tokenizer: Any, where: str
+) -> tuple[list[int], list[int], list[float] | None, bool]:
+    """Return (prompt ids, response ids, logprobs, retokenized) of one call."""
+    if call.has_tokens:
+        return list(call.prompt_token_ids), list(call.response_token_ids), call.logprobs, False
+    if inner and call.prompt_token_ids is None:
+        raise ValueError(
+            f"{where}: an inner LLM call has no prompt token ids, and its prompt cannot be rebuilt "
+            f"from the episode; record token ids in the framework agent's Completions"
+        )
+    if tokenizer is None:
+        raise ValueError(
+            f"{where}: the Completion has no token ids (text {shorten(call.text, 40)}); pass "
+            f"tokenizer= to flatten to tokenize it, or use a backend that records token ids"
+        )
+    prompt = call.prompt_token_ids
+    if prompt is None:
+        prompt = encode_chat(tokenizer, step.observation["messages"])
+    response = call.response_token_ids
+    if response is None:
+        response = list(tokenizer.encode(call.text, add_special_tokens=False))
+        if tokenizer.eos_token_id is not None:
+            response.append(tokenizer.eos_token_id)
+    return list(prompt), list(response), None, True
+
+
+def flatten(
+    episodes: Sequence[Episode],
+    credit: str | CreditFn = "identical",
+    train_agents: str | Sequence[str] | None = None,
+    *,
+    tokenizer: Any = None,
+    gamma: float = 1.0,
+) -> list[Transition]:
+    """Return one Transition per LLM call of the trained agents, with its credited reward.
+
+    Args:
+        episodes: the rollouts; failed ones are skipped.
+        credit: a rule of :mod:`boltzoo.lightningrl.credit` by name ("identical", "discounted",
+            "returns") or a function ``(episode, agent, steps) -> rewards``.
+        train_agents: None (all agents), a list of agent names, or a regex fullmatched.
+        tokenizer: tokenizes calls recorded without token ids (otherwise they raise).
+        gamma: the discount of the "discounted" rule.
+    """
+    credit_fn = get_credit(credit, gamma)
+    kept = [e for e in episodes if not e.failed]
+    if not kept:
+        return []
+    known = {a for e in kept for a in e.agents} | {s.agent for e in kept for s in e.steps}
+    selected = select_agents(known, train_agents)
+
+    transitions = []
+    for episode in kept:
+        credited: dict[int, float] = {}  # step index -> the reward credited to its calls
+        for agent in sorted(selected):
+            steps = [i for i, step in enumerate(episode.steps) if step.agent == agent]
+            if not steps:
+                continue
+            # Here the episode's return becomes each call's reward.
+            rewards = credit_fn(episode, agent, steps)
+            if len(rewards) != len(steps):
+                raise ValueError(
+                    f"credit rule {getattr(credit_fn, '__name__', credit_fn)!r} returned "
+                    f"{len(rewards)} rewards for the {len(steps)} steps of {agent!r}"
+                )
+            credited.update(zip(steps, (float(r) for r in rewards), strict=True))
+
+        for turn, step in enumerate(episode.steps):
+            if turn not in credited:
+                continue
+            inner = bool(step.action.inner_calls)
+            for index, call in enumerate(_calls(step.action)):
+                where = f"episode {episode.episode_id!r}, step {turn} ({step.agent}), call {index}"
+                prompt, response, logprobs, retokenized = _tokens(
+                    call, step, inner, tokenizer, where
+                )
+                if not response:
+                    continue
+                params = call.sampling_params or step.action.sampling_params
+                version = call.policy_version
+                transitions.append(
+                    Transition(
+                        agent=step.agent,
+                        task_id=episode.task_id,
+                        task_index=episode.task_index,
+                        episode_id=episode.episode_id,
+                        group=episode.metadata.get("group"),
+                        turn=turn,
+                        call=index,
+                        prompt_token_ids=prompt,
+                        response_token_ids=response,
+                        logprobs=None if logprobs is None else list(logprobs),
+                        reward=credited[turn],
+                        policy_version=step.action.policy_version if version is None else version,
+                        retokenized=retokenized,
+                        temperature=params.get("temperature"),
+                    )
+                )
+    return transitions
