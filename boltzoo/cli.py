@@ -1,10 +1,12 @@
-"""The ``boltzoo`` command line: ``envs``, ``eval`` and ``serve`` (``train`` and more to come).
+"""The ``boltzoo`` command line: ``envs``, ``eval``, ``train`` and ``serve``.
 
 boltzoo envs
 boltzoo eval math-v0 --policy oracle --episodes 50
 boltzoo eval math-v0 --policy naive --episodes 200 --split test -e level=medium
 boltzoo eval math-v0 --model smollm2-135m --episodes 50
 boltzoo eval math-v0 --policy autogen --model smollm2-135m --episodes 20
+boltzoo train math-v0 --model smollm2-135m --train-agents '["solver"]' --steps 50 \\
+    --output-dir runs/math --eval-every 10
 boltzoo serve --model smollm2-135m --port 8000
 """
 
@@ -148,6 +150,79 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _config_flags(parser: argparse.ArgumentParser) -> None:
+    """Add one flag per TrainerConfig field (``--tasks-per-step``), with its help text."""
+    import dataclasses
+
+    from boltzoo.lightningrl.config import TrainerConfig
+
+    for f in dataclasses.fields(TrainerConfig):
+        if f.name in ("env", "model"):
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        kind = type(f.default) if f.default is not dataclasses.MISSING else None
+        if kind is bool:
+            parser.add_argument(flag, type=_parse_bool, default=None, help=f.metadata["help"])
+        elif kind in (int, float):
+            parser.add_argument(flag, type=kind, default=None, help=f.metadata["help"])
+        else:  # str, optional numbers, lists and dicts: JSON when it parses, else the string
+            parser.add_argument(flag, type=_parse_value, default=None, help=f.metadata["help"])
+
+
+def _parse_bool(text: str) -> bool:
+    if text.lower() in ("1", "true", "yes", "on"):
+        return True
+    if text.lower() in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def _parse_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    import dataclasses
+    from pathlib import Path
+
+    from boltzoo.lightningrl.config import TrainerConfig
+    from boltzoo.lightningrl.trainer import Trainer
+
+    given = {
+        f.name: getattr(args, f.name)
+        for f in dataclasses.fields(TrainerConfig)
+        if f.name not in ("env", "model") and getattr(args, f.name) is not None
+    }
+    given["env"] = resolve_env_id(args.env)
+    if args.model is not None:
+        given["model"] = args.model
+    saved = Path(given.get("output_dir", TrainerConfig.output_dir)) / "config.json"
+    if args.resume and saved.exists():
+        # The saved config, with the flags given on this command line on top.
+        config = TrainerConfig.load(saved, **given)
+    else:
+        config = TrainerConfig(**given)
+    trainer = Trainer(config)
+    if args.resume and not trainer.resume():
+        print("boltzoo: nothing to resume in", config.output_dir, "- starting afresh", flush=True)
+    config.save(Path(config.output_dir) / "config.json")
+    history = trainer.train()
+    if history:
+        last = history[-1]
+        print(
+            f"step {last['step']}: reward {last['reward']:.3f}, score {last['score']:.3f}"
+            + (
+                f", held-out success {last['eval_success_rate']:.1%}"
+                if "eval_success_rate" in last
+                else ""
+            )
+        )
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the ``boltzoo`` argument parser."""
     parser = argparse.ArgumentParser(prog="boltzoo", description=__doc__.splitlines()[0])
@@ -186,6 +261,16 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--json", action="store_true", help="print the summary as JSON")
     ev.add_argument("--quiet", action="store_true", help="no progress bar")
 
+    train = sub.add_parser("train", help="train agents of an env with LightningRL")
+    train.add_argument("env", help="env id, e.g. math-v0")
+    train.add_argument("--model", default=None, help="smollm2-135m or a local model folder")
+    train.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in --output-dir (flags given here override its saved config)",
+    )
+    _config_flags(train)
+
     serve = sub.add_parser("serve", help="serve a model behind the OpenAI-compatible gateway")
     serve.add_argument("--model", default="smollm2-135m")
     serve.add_argument("--host", default="127.0.0.1")
@@ -206,7 +291,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\n".join(registered_envs()))
         return 0
     try:
-        return cmd_serve(args) if args.command == "serve" else cmd_eval(args)
+        commands = {"serve": cmd_serve, "train": cmd_train, "eval": cmd_eval}
+        return commands[args.command](args)
     except Exception as error:  # a clear one-line message, not a traceback, for user errors
         from boltzoo.errors import BoltzooError
 

@@ -21,6 +21,7 @@ ENV_MODULES: dict[str, str] = {
     "boltzoo/math-v0": "boltzoo.envs.math_v0",
     "boltzoo/sql-v0": "boltzoo.envs.sql_v0",
     "boltzoo/rag-v0": "boltzoo.envs.rag_v0",
+    "boltzoo/tokens-v0": "boltzoo.envs.tokens_v0",
 }
 
 

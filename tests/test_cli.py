@@ -113,3 +113,53 @@ def test_eval_runs_the_bundled_framework_agents_through_the_gateway(
     summary = json.loads(capsys.readouterr().out)
     assert code == 0 and summary["episodes"] == 4 and summary["failed"] == 0
     assert summary["tokens_per_second"] > 0  # the framework's LLM calls came through the gateway
+
+
+def test_train_runs_checkpoints_and_a_larger_steps_extends_the_resumed_run(
+    tmp_path, smollm2_tokenizer, capsys
+):
+    from boltzoo.agents.models import tiny_model
+
+    model_dir, run = tmp_path / "model", tmp_path / "run"
+    tiny_model(len(smollm2_tokenizer), seed=0).save_pretrained(model_dir)
+    smollm2_tokenizer.save_pretrained(model_dir)
+    common = [
+        "--output-dir",
+        str(run),
+        "--tasks-per-step",
+        "2",
+        "--group-size",
+        "2",
+        "--max-new-tokens",
+        "4",
+        "--progress",
+        "false",
+        "--save-every",
+        "2",
+    ]
+    env_kwargs = json.dumps({"vocab_size": len(smollm2_tokenizer), "target_size": 3000})
+    assert (
+        main(
+            [
+                "train",
+                "tokens-v0",
+                "--model",
+                str(model_dir),
+                "--env-kwargs",
+                env_kwargs,
+                "--steps",
+                "2",
+                "--lr",
+                "0.01",
+                *common,
+            ]
+        )
+        == 0
+    )
+    assert (run / "checkpoints" / "latest").read_text().strip() == "step-000002"
+    assert main(["train", "tokens-v0", "--resume", "--steps", "3", *common]) == 0
+    saved = json.loads((run / "config.json").read_text())
+    assert saved["steps"] == 3 and saved["lr"] == 0.01 and saved["model"] == str(model_dir)
+    steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [1, 2, 3]
+    assert "step 3: reward" in capsys.readouterr().out

@@ -2,7 +2,8 @@
 
 Read in this order: ``rollout`` (episodes), ``transitions.flatten`` with ``credit`` (the high
 level: each LLM call's share of the return), ``advantages`` (group baselines), ``loss`` (the low
-level: a token-level clipped policy gradient). The trainer that runs them in a loop comes next.
+level: a token-level clipped policy gradient), then ``trainer`` (``Trainer`` with its
+``TrainerConfig``), which runs them in a loop with checkpoints.
 """
 
 from importlib import import_module
@@ -14,6 +15,8 @@ from boltzoo.lightningrl.transitions import Transition, flatten, select_agents
 
 # The torch-based parts load on first use, so that `import boltzoo` stays light.
 _LAZY = {
+    "Trainer": "trainer",
+    "TrainerConfig": "config",
     "GroupStats": "advantages",
     "compute_advantages": "advantages",
     "LossOutput": "loss",
@@ -23,6 +26,8 @@ _LAZY = {
 __all__ = [
     "GroupStats",
     "LossOutput",
+    "Trainer",
+    "TrainerConfig",
     "Transition",
     "compute_advantages",
     "discounted",

@@ -1,0 +1,121 @@
+"""TrainerConfig: the one source of truth of a LightningRL run (TRL's habit: one dataclass per
+trainer, its fields' help text in their metadata). Saved with every checkpoint and printed at
+the start of a run; the command line's flags are derived from its fields.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+def _help(text: str, **kwargs: Any) -> Any:
+    return field(metadata={"help": text}, **kwargs)
+
+
+@dataclass
+class TrainerConfig:
+    """Everything a LightningRL run needs; see each field's help."""
+
+    env: str = _help("env id, e.g. math-v0", default="boltzoo/math-v0")
+    env_kwargs: dict[str, Any] = _help(
+        "keyword arguments of the training env (JSON on the command line)", default_factory=dict
+    )
+    eval_env_kwargs: dict[str, Any] = _help(
+        "overrides for the evaluation env (default: split=test)",
+        default_factory=lambda: {"split": "test"},
+    )
+    model: str = _help("smollm2-135m or a local transformers folder", default="smollm2-135m")
+    train_agents: list[str] | str | None = _help(
+        "agents that learn: names, or a regex (default: every agent); the others act with a "
+        "frozen copy of the initial model",
+        default=None,
+    )
+    output_dir: str = _help("where checkpoints, metrics and plots go", default="runs/lightningrl")
+    seed: int = _help("seeds task sampling, sampling and initialisation", default=0)
+
+    # --- rollouts
+    steps: int = _help("training steps (a larger value extends a resumed run)", default=100)
+    tasks_per_step: int = _help("tasks sampled per step", default=8)
+    group_size: int = _help("rollouts of each task per step (GRPO groups)", default=4)
+    max_new_tokens: int = _help("new tokens per LLM call", default=64)
+    temperature: float = _help("sampling temperature of rollouts", default=1.0)
+    top_p: float = _help("nucleus sampling of rollouts", default=1.0)
+    episode_timeout_s: float | None = _help("an episode running longer fails", default=None)
+    max_prompt_tokens: int | None = _help(
+        "a longer prompt fails its episode, which is dropped with its group", default=None
+    )
+
+    # --- credit and advantages
+    credit: str = _help("identical | discounted | returns", default="identical")
+    gamma: float = _help("discount of the discounted credit", default=1.0)
+    estimator: str = _help("grpo | rloo | reinforce++", default="grpo")
+    group_by: str = _help("task | task_agent | task_agent_turn", default="task")
+    normalize_std: bool = _help("GRPO: divide by the group's std", default=True)
+    per_episode_advantage: bool = _help("one advantage per episode and agent", default=False)
+
+    # --- loss
+    clip_eps: float = _help("PPO clip range", default=0.2)
+    clip_eps_high: float | None = _help("upper clip range (default: clip_eps)", default=None)
+    dual_clip: float | None = _help("dual-clip constant for negative advantages", default=3.0)
+    kl_coef: float = _help("weight of the KL to the initial model (0: off)", default=0.0)
+    kl_estimator: str = _help("k1 | k2 | k3", default="k3")
+    entropy_coef: float = _help("weight of the entropy bonus (0: off)", default=0.0)
+    aggregation: str = _help("token | sequence", default="token")
+    epochs_per_step: int = _help("optimisation passes over each step's transitions", default=1)
+
+    # --- optimiser
+    lr: float = _help("AdamW learning rate", default=1e-5)
+    weight_decay: float = _help("AdamW weight decay", default=0.0)
+    warmup_steps: int = _help("linear warm-up steps", default=0)
+    lr_schedule: str = _help("constant | cosine | linear (after warm-up)", default="constant")
+    max_grad_norm: float = _help("gradient clipping", default=1.0)
+    micro_batch_tokens: int = _help(
+        "tokens per micro-batch (sequences bucketed by length; gradients accumulate)",
+        default=8192,
+    )
+
+    # --- evaluation, checkpoints, hardware
+    eval_every: int = _help("evaluate every K steps (0: never)", default=0)
+    eval_tasks: int = _help("held-out tasks per evaluation (greedy decoding)", default=64)
+    save_every: int = _help("checkpoint every K steps (and always at the end)", default=10)
+    device: str | None = _help("cpu, cuda, ... (default: cuda when there is one)", default=None)
+    precision: str = _help(
+        "fp32 | bf16 (bf16 autocast where the device supports it)", default="fp32"
+    )
+    progress: bool = _help("show progress bars", default=True)
+
+    def __post_init__(self) -> None:
+        choices = {
+            "credit": ("identical", "discounted", "returns"),
+            "estimator": ("grpo", "rloo", "reinforce++"),
+            "group_by": ("task", "task_agent", "task_agent_turn"),
+            "kl_estimator": ("k1", "k2", "k3"),
+            "aggregation": ("token", "sequence"),
+            "lr_schedule": ("constant", "cosine", "linear"),
+            "precision": ("fp32", "bf16"),
+        }
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name}={getattr(self, name)!r}; choose one of {allowed}")
+        for name in ("steps", "tasks_per_step", "group_size", "max_new_tokens", "epochs_per_step"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the config as plain JSON values."""
+        return dataclasses.asdict(self)
+
+    def save(self, path: str | Path) -> None:
+        """Write the config as JSON."""
+        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+
+    @classmethod
+    def load(cls, path: str | Path, **overrides: Any) -> TrainerConfig:
+        """Return the config saved at ``path``, with ``overrides`` applied."""
+        data = json.loads(Path(path).read_text())
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known} | overrides)
