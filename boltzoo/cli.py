@@ -1,4 +1,4 @@
-"""The ``boltzoo`` command line: ``envs``, ``eval``, ``train`` and ``serve``.
+"""The ``boltzoo`` command line: ``envs``, ``eval``, ``train``, ``serve``, ``plot``, ``export``.
 
 boltzoo envs
 boltzoo eval math-v0 --policy oracle --episodes 50
@@ -8,6 +8,8 @@ boltzoo eval math-v0 --policy autogen --model smollm2-135m --episodes 20
 boltzoo train math-v0 --model smollm2-135m --train-agents '["solver"]' --steps 50 \\
     --output-dir runs/math --eval-every 10
 boltzoo serve --model smollm2-135m --port 8000
+boltzoo plot runs/math --out runs/math/figures
+boltzoo export runs/math models/math-solver
 """
 
 from __future__ import annotations
@@ -223,6 +225,30 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_plot(args: argparse.Namespace) -> int:
+    from boltzoo.lightningrl.report import plot_run
+
+    try:
+        paths = plot_run(args.run_dir, args.out)
+    except FileNotFoundError as error:
+        print(f"boltzoo: {error}", file=sys.stderr)
+        return 2
+    for path in paths:
+        print(path)
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from boltzoo.lightningrl.report import export_run
+
+    try:
+        print(export_run(args.run_dir, args.out_dir))
+    except FileNotFoundError as error:
+        print(f"boltzoo: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the ``boltzoo`` argument parser."""
     parser = argparse.ArgumentParser(prog="boltzoo", description=__doc__.splitlines()[0])
@@ -280,6 +306,16 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--temperature", type=float, default=1.0)
     serve.add_argument("--top-p", type=float, default=1.0)
     serve.add_argument("--seed", type=int, default=0)
+
+    plot = sub.add_parser("plot", help="draw a training run's learning curves as PNG files")
+    plot.add_argument("run_dir", help="a training run's --output-dir")
+    plot.add_argument("--out", default=None, help="folder for the figures (default: RUN_DIR)")
+
+    export = sub.add_parser(
+        "export", help="save a run's latest checkpoint as a plain transformers model folder"
+    )
+    export.add_argument("run_dir", help="a training run's --output-dir")
+    export.add_argument("out_dir", help="the model folder to write")
     return parser
 
 
@@ -291,7 +327,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\n".join(registered_envs()))
         return 0
     try:
-        commands = {"serve": cmd_serve, "train": cmd_train, "eval": cmd_eval}
+        commands = {
+            "serve": cmd_serve,
+            "train": cmd_train,
+            "eval": cmd_eval,
+            "plot": cmd_plot,
+            "export": cmd_export,
+        }
         return commands[args.command](args)
     except Exception as error:  # a clear one-line message, not a traceback, for user errors
         from boltzoo.errors import BoltzooError

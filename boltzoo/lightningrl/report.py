@@ -1,0 +1,186 @@
+"""After a run: learning-curve figures (``plot_run``) and a plain transformers export
+(``export_run``).
+
+A run directory holds ``metrics.jsonl`` (one JSON object per step, written by the trainer) and
+``checkpoints/`` (see ``checkpoint.py``). Figures are drawn with matplotlib's Agg backend, so no
+display is needed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from boltzoo.errors import DatasetError
+from boltzoo.lightningrl.checkpoint import latest_checkpoint, load_checkpoint
+
+METRICS = "metrics.jsonl"
+
+LOSS_METRICS = ("pg_loss", "kl", "entropy", "clip_fraction", "grad_norm")
+
+
+def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
+    """Return the per-step metrics of a run, one dict per line of ``metrics.jsonl``."""
+    path = Path(run_dir) / METRICS
+    if not path.exists():
+        raise FileNotFoundError(f"no metrics file {path} (is {run_dir} a training run folder?)")
+    rows: list[dict[str, Any]] = []
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise DatasetError(f"{path} line {number} is not JSON: {error}") from None
+        if not isinstance(row, dict) or "step" not in row:
+            raise DatasetError(f"{path} line {number} is not an object with a 'step'")
+        rows.append(row)
+    return rows
+
+
+def _series(rows: list[dict[str, Any]], key: str) -> tuple[list[float], list[float]]:
+    """Return ``(steps, values)`` of the rows that hold a numeric ``key``."""
+    points = [
+        (r["step"], r[key])
+        for r in rows
+        if isinstance(r.get(key), int | float) and not isinstance(r.get(key), bool)
+    ]
+    return [s for s, _ in points], [v for _, v in points]
+
+
+def _figure(
+    rows: list[dict[str, Any]],
+    lines: Sequence[tuple[str, str, dict[str, Any]]],
+    path: Path,
+    title: str,
+    ylabel: str,
+    twin: Sequence[tuple[str, str, dict[str, Any]]] = (),
+    twin_label: str = "",
+) -> Path | None:
+    """Draw ``(metric, label, style)`` lines against step; None (nothing written) if all absent."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    present = [(k, label, style, *_series(rows, k)) for k, label, style in lines]
+    present = [p for p in present if p[3]]
+    twin_present = [(k, label, style, *_series(rows, k)) for k, label, style in twin]
+    twin_present = [p for p in twin_present if p[3]]
+    if not present and not twin_present:
+        return None
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    try:
+        handles = []
+        for _, label, style, steps, values in present:
+            handles += ax.plot(steps, values, label=label, **style)
+        ax.set_xlabel("step")
+        ax.set_ylabel(ylabel)
+        if twin_present:
+            other = ax.twinx()
+            for _, label, style, steps, values in twin_present:
+                handles += other.plot(steps, values, label=label, **style)
+            other.set_ylabel(twin_label)
+        ax.set_title(title)
+        ax.grid(True, alpha=0.3)
+        ax.legend(handles=handles, labels=[h.get_label() for h in handles], loc="best")
+        fig.tight_layout()
+        fig.savefig(path, dpi=100)
+    finally:
+        plt.close(fig)
+    return path
+
+
+def plot_run(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]:
+    """Write PNG learning curves of a run to ``out_dir`` (default: the run folder); return them.
+
+    ``learning_curve.png``: training reward and score, and held-out success and score where
+    evaluated; ``loss.png``: pg_loss, kl, entropy, clip_fraction, grad_norm; ``throughput.png``:
+    rollout and update seconds per step, and training tokens per second. A figure whose metrics
+    are all absent is not written.
+    """
+    run_dir = Path(run_dir)
+    rows = read_metrics(run_dir)
+    out = Path(out_dir) if out_dir is not None else run_dir
+    out.mkdir(parents=True, exist_ok=True)
+    name = str(run_dir)
+    point = {"marker": "o", "linestyle": "--"}
+    figures = [
+        _figure(
+            rows,
+            [
+                ("reward", "train reward", {}),
+                ("score", "train score", {}),
+                ("eval_success_rate", "held-out success", point),
+                ("eval_score", "held-out score", point),
+            ],
+            out / "learning_curve.png",
+            f"Learning curve: {name}",
+            "reward / score / success",
+        ),
+        _figure(
+            rows,
+            [(k, k, {}) for k in LOSS_METRICS],
+            out / "loss.png",
+            f"Loss and update statistics: {name}",
+            "value",
+        ),
+        _figure(
+            rows,
+            [
+                ("rollout_seconds", "rollout seconds", {}),
+                ("update_seconds", "update seconds", {}),
+            ],
+            out / "throughput.png",
+            f"Throughput: {name}",
+            "seconds per step",
+            twin=[("train_tokens_per_second", "train tokens/s", {"color": "tab:green"})],
+            twin_label="train tokens per second",
+        ),
+    ]
+    return [p for p in figures if p is not None]
+
+
+def export_run(run_dir: str | Path, out_dir: str | Path) -> Path:
+    """Save the latest checkpoint of a run as a plain transformers folder at ``out_dir``.
+
+    The base model named in the checkpoint's ``config.json`` is loaded, the trained weights are
+    loaded into it, and model and tokenizer (from the base folder) are written to a temporary
+    folder beside ``out_dir``, then renamed into place. Returns ``out_dir``.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from boltzoo.agents.models import resolve_model
+
+    run_dir, out = Path(run_dir), Path(out_dir)
+    folder = latest_checkpoint(run_dir / "checkpoints")
+    if folder is None:
+        raise FileNotFoundError(
+            f"no checkpoint in {run_dir / 'checkpoints'}: train with save_every > 0 first"
+        )
+    config = json.loads((folder / "config.json").read_text())
+    base = resolve_model(config["model"])
+    weights, _ = load_checkpoint(folder)
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+    # LoRA adapters, once trained, would be merged into the base weights here.
+    model.load_state_dict(weights)
+    tokenizer = AutoTokenizer.from_pretrained(base)
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out

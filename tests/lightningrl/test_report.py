@@ -1,0 +1,168 @@
+"""After a run: learning-curve figures and a plain transformers export of the latest checkpoint."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from boltzoo.cli import main
+from boltzoo.errors import DatasetError
+from boltzoo.lightningrl.report import export_run, plot_run, read_metrics
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def write_metrics(run, rows):
+    run.mkdir(parents=True, exist_ok=True)
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def full_rows():
+    rows = [{"step": 0, "eval_success_rate": 0.1, "eval_score": 0.2}]
+    for step in range(1, 6):
+        rows.append(
+            {
+                "step": step,
+                "reward": 0.1 * step,
+                "score": 0.08 * step,
+                "success_rate": 0.05 * step,
+                "pg_loss": 0.5 / step,
+                "kl": 0.01 * step,
+                "entropy": 2.0 - 0.1 * step,
+                "clip_fraction": 0.02 * step,
+                "grad_norm": 1.0 + step,
+                "lr": 1e-5,
+                "rollout_seconds": 2.0 + 0.1 * step,
+                "update_seconds": 1.0 + 0.05 * step,
+                "train_tokens_per_second": 500.0 + step,
+            }
+        )
+        if step % 2 == 0:
+            rows[-1].update(eval_success_rate=0.1 + 0.1 * step, eval_score=0.2 + 0.1 * step)
+    return rows
+
+
+def assert_png(path):
+    assert path.exists()
+    data = path.read_bytes()
+    assert data[:8] == PNG_SIGNATURE
+    assert len(data) > 5_000
+
+
+def test_plot_writes_three_png_figures(tmp_path):
+    run = tmp_path / "run"
+    write_metrics(run, full_rows())
+    paths = plot_run(run, tmp_path / "figures")
+    names = ["learning_curve.png", "loss.png", "throughput.png"]
+    assert paths == [tmp_path / "figures" / n for n in names]
+    for path in paths:
+        assert_png(path)
+    assert [p.name for p in plot_run(run)] == names  # default: beside the metrics
+    assert all((run / n).exists() for n in names)
+
+
+def test_plot_skips_a_figure_whose_metrics_are_all_absent(tmp_path):
+    run = tmp_path / "run"
+    write_metrics(run, [{"step": s, "reward": 0.1 * s, "score": 0.2 * s} for s in range(1, 4)])
+    paths = plot_run(run)
+    assert [p.name for p in paths] == ["learning_curve.png"]
+    assert_png(paths[0])
+    assert not (run / "loss.png").exists() and not (run / "throughput.png").exists()
+
+
+def test_bad_metrics_line_is_a_dataset_error_naming_the_line(tmp_path):
+    run = tmp_path / "run"
+    write_metrics(run, full_rows()[:2])
+    with (run / "metrics.jsonl").open("a") as f:
+        f.write('{"step": 3, "reward": \n')
+    with pytest.raises(DatasetError, match="line 3"):
+        read_metrics(run)
+    with pytest.raises(DatasetError, match="line 3"):
+        plot_run(run)
+
+
+def test_missing_metrics_file_is_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match="metrics.jsonl"):
+        read_metrics(tmp_path)
+
+
+def test_plot_through_the_cli_prints_the_paths(tmp_path, capsys):
+    run = tmp_path / "run"
+    write_metrics(run, full_rows())
+    assert main(["plot", str(run), "--out", str(tmp_path / "out")]) == 0
+    printed = capsys.readouterr().out.split()
+    assert printed == [
+        str(tmp_path / "out" / n) for n in ("learning_curve.png", "loss.png", "throughput.png")
+    ]
+
+
+@pytest.fixture
+def trained_run(tmp_path, smollm2_tokenizer):
+    """A one-step run of a tiny model saved as a base folder; returns (run, base, trainer)."""
+    from boltzoo.agents.models import load_model, tiny_model
+    from boltzoo.lightningrl.config import TrainerConfig
+    from boltzoo.lightningrl.trainer import Trainer
+
+    base = tmp_path / "base"
+    tiny_model(len(smollm2_tokenizer), seed=0).save_pretrained(base)
+    smollm2_tokenizer.save_pretrained(base)
+    model, tokenizer = load_model(base, device="cpu")
+    config = TrainerConfig(
+        env="tokens-v0",
+        # Half the vocabulary is rewarded, so rewards differ within a group of two four-token
+        # replies and the single step moves the weights (with 3,000 of 49,152 all score 0).
+        env_kwargs={"vocab_size": len(smollm2_tokenizer), "target_size": 24000},
+        model=str(base),
+        output_dir=str(tmp_path / "run"),
+        steps=1,
+        tasks_per_step=2,
+        group_size=2,
+        max_new_tokens=4,
+        lr=1e-2,
+        save_every=1,
+        progress=False,
+        device="cpu",
+    )
+    trainer = Trainer(config, model=model.float(), tokenizer=tokenizer)
+    trainer.train()
+    return tmp_path / "run", base, trainer
+
+
+def assert_exported(out, base, trainer):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    exported = AutoModelForCausalLM.from_pretrained(out).state_dict()
+    trained = trainer.model.state_dict()
+    original = AutoModelForCausalLM.from_pretrained(base).state_dict()
+    assert exported.keys() == trained.keys()
+    assert all(torch.equal(exported[k], trained[k].cpu()) for k in trained)
+    assert any(not torch.equal(exported[k], original[k]) for k in original)
+    assert len(AutoTokenizer.from_pretrained(out)) == len(AutoTokenizer.from_pretrained(base))
+
+
+def test_export_writes_a_loadable_folder_of_the_trained_weights(trained_run, tmp_path):
+    run, base, trainer = trained_run
+    out = tmp_path / "exported" / "model"
+    assert export_run(run, out) == out
+    assert_exported(out, base, trainer)
+    assert not [p for p in out.parent.iterdir() if p.name.startswith(".")]  # no temporary left
+    export_run(run, out)  # again over an existing folder
+    assert_exported(out, base, trainer)
+
+
+def test_export_through_the_cli(trained_run, tmp_path, capsys):
+    run, base, trainer = trained_run
+    out = tmp_path / "cli-export"
+    assert main(["export", str(run), str(out)]) == 0
+    assert capsys.readouterr().out.strip() == str(out)
+    assert_exported(out, base, trainer)
+
+
+def test_export_without_a_checkpoint_is_a_clear_error(tmp_path, capsys):
+    with pytest.raises(FileNotFoundError, match="no checkpoint"):
+        export_run(tmp_path, tmp_path / "out")
+    assert main(["export", str(tmp_path), str(tmp_path / "out")]) == 2
+    assert "no checkpoint" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
