@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 import threading
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from boltzoo.envs.data.cache import cache_dir
+from boltzoo.envs.data.cache import cache_dir, write_folder
 from boltzoo.errors import MissingDependencyError
 
 SMOLLM2 = "smollm2-135m"
@@ -47,17 +45,8 @@ def smollm2_gguf() -> Path:
 def _convert_once(target: Path, build: Any) -> Path:
     """Build ``target`` with ``build(tmp_dir)`` unless it exists; atomic by rename."""
     with _LOCK:
-        if (target / "config.json").exists():
-            return target
-        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-        try:
-            build(tmp)
-            if target.exists():
-                shutil.rmtree(target)
-            os.replace(tmp, target)
-        finally:
-            if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
+        if not (target / "config.json").exists():
+            write_folder(target, build)
     return target
 
 

@@ -9,13 +9,11 @@ display is needed.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from boltzoo.envs.data.cache import write_folder
 from boltzoo.errors import DatasetError
 from boltzoo.lightningrl.checkpoint import latest_checkpoint, load_checkpoint
 
@@ -172,15 +170,8 @@ def export_run(run_dir: str | Path, out_dir: str | Path) -> Path:
     model.load_state_dict(weights)
     tokenizer = AutoTokenizer.from_pretrained(base)
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
-    try:
+    def build(tmp: Path) -> None:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    return out
+
+    return write_folder(out, build)
