@@ -40,6 +40,17 @@ def span_attributes(**values: Any) -> dict[str, Any]:
     return attributes
 
 
+def completion_attributes(completion: Any) -> dict[str, Any]:
+    """Return the span attributes of one LLM call's Completion: model, version, token counts."""
+    return span_attributes(
+        model=completion.model,
+        policy_version=completion.policy_version,
+        prompt_tokens=completion.num_prompt_tokens,
+        response_tokens=completion.num_response_tokens,
+        finish_reason=completion.finish_reason,
+    )
+
+
 def configure_from_env() -> bool:
     """Install an SDK tracer provider when ``OTEL_*`` variables ask for one; return whether.
 

@@ -40,7 +40,7 @@ from pettingzoo.utils.wrappers import OrderEnforcingWrapper
 from boltzoo.envs.spaces import ChatMessagesSpace, TextSpace
 from boltzoo.episode import Completion, Episode, Step
 from boltzoo.errors import EpisodeEndedError, InvalidActionError, UnknownAgentError, shorten
-from boltzoo.tracing import span_attributes, tracer
+from boltzoo.tracing import completion_attributes, span_attributes, tracer
 
 DEFAULT_MAX_ACTION_CHARS = 200_000  # far above any real turn; bounds the work one action can cause
 
@@ -291,14 +291,9 @@ class LLMTurnEnv(AECEnv):
             tracer.start_as_current_span(
                 "boltzoo.env.step",
                 attributes=span_attributes(
-                    agent=agent,
-                    turn=self.turn_count,
-                    action_chars=len(text),
-                    prompt_tokens=completion.num_prompt_tokens,
-                    response_tokens=completion.num_response_tokens,
-                    model=completion.model,
-                    policy_version=completion.policy_version,
-                ),
+                    agent=agent, turn=self.turn_count, action_chars=len(text)
+                )
+                | completion_attributes(completion),
             ) as step_span,
         ):
             next_agent = self._play(agent, text)

@@ -24,7 +24,7 @@ from tqdm.auto import tqdm
 from boltzoo.agents.base import Policy, Turn, as_policy
 from boltzoo.episode import Completion, Episode
 from boltzoo.registration import make
-from boltzoo.tracing import span_attributes, tracer
+from boltzoo.tracing import completion_attributes, span_attributes, tracer
 
 
 @dataclass
@@ -77,15 +77,7 @@ def _record_llm_call(
         agent=turn.agent, task_id=turn.observation.get("task_id"), policy=repr(policy), batch=batch
     )
     if isinstance(action, Completion):
-        attributes.update(
-            span_attributes(
-                model=action.model,
-                policy_version=action.policy_version,
-                prompt_tokens=action.num_prompt_tokens,
-                response_tokens=action.num_response_tokens,
-                finish_reason=action.finish_reason,
-            )
-        )
+        attributes.update(completion_attributes(action))
     span = tracer.start_span(
         "boltzoo.llm.call",
         context=turn.env.trace_context() if turn.env is not None else None,

@@ -23,6 +23,7 @@ import json
 import math
 import random
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -326,7 +327,10 @@ class Trainer:
         cfg = self.config
         kwargs = cfg.env_kwargs | cfg.eval_env_kwargs
         num_tasks = make(self.env_id, **kwargs).unwrapped.num_tasks
-        sampling, self.policy.sampling = self.policy.sampling, _greedy(self.policy.sampling)
+        sampling, self.policy.sampling = (
+            self.policy.sampling,
+            replace(self.policy.sampling, temperature=0.0),
+        )
         generator_state = self.policy.generator.get_state()
         try:
             episodes = rollout(
@@ -425,12 +429,6 @@ class Trainer:
             kept = [line for line in lines if json.loads(line)["step"] <= self.step]
             self.metrics_path.write_text("".join(line + "\n" for line in kept))
         return True
-
-
-def _greedy(sampling: Any) -> Any:
-    from dataclasses import replace
-
-    return replace(sampling, temperature=0.0)
 
 
 def _seed_everything(seed: int) -> None:
