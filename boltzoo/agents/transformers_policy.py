@@ -14,9 +14,10 @@ Prompts of a batch are left-padded; rows that finish (end-of-sequence token, a s
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -67,6 +68,9 @@ class TransformersPolicy:
         max_batch_size: turns sampled together at most (more are split into batches).
         max_prompt_tokens: a longer prompt raises :class:`PromptTooLongError` for its turn
             (default: the model's context length minus ``max_new_tokens``).
+        adapter: for a peft model with several LoRA adapters, the one this policy samples with;
+            ``None`` samples from the base model with the adapters switched off. Several
+            policies can share one peft model, each with its own adapter.
     """
 
     def __init__(
@@ -82,8 +86,10 @@ class TransformersPolicy:
         seed: int = 0,
         max_batch_size: int = 64,
         max_prompt_tokens: int | None = None,
+        adapter: str | None = None,
     ):
         self.model = model
+        self.adapter = adapter
         self.tokenizer = tokenizer
         self.name = name or getattr(model.config, "_name_or_path", None) or type(model).__name__
         self.sampling = SamplingParams(max_new_tokens, temperature, top_p, stop)
@@ -101,7 +107,8 @@ class TransformersPolicy:
         )
         self.last_stats: dict[str, float] = {}
         # transformers 5 renamed the KV-cache argument and output from past_key_values to cache.
-        parameters = inspect.signature(model.forward).parameters
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model  # peft
+        parameters = inspect.signature(base.forward).parameters
         self._cache_name = "cache" if "cache" in parameters else "past_key_values"
 
     @property
@@ -155,10 +162,33 @@ class TransformersPolicy:
         }
         return completions
 
+    @torch.no_grad()
+    def load_weights(self, state_dict: Mapping[str, torch.Tensor]) -> None:
+        """Copy new weights (a full transformers ``state_dict``) into this policy's model, cast
+        to its dtype; later Completions carry the next version. The same call as
+        :meth:`VLLMPolicy.load_weights`, so a learner can sync either backend."""
+        self.model.load_state_dict(dict(state_dict), strict=True)
+        self.version += 1
+
     # --- sampling --------------------------------------------------------------------------
+
+    def _active_weights(self) -> contextlib.AbstractContextManager:
+        """Select this policy's adapter on a shared peft model (or switch adapters off)."""
+        if not hasattr(self.model, "peft_config"):
+            if self.adapter is not None:
+                raise ValueError(f"adapter={self.adapter!r} but the model has no LoRA adapters")
+            return contextlib.nullcontext()
+        if self.adapter is None:
+            return self.model.disable_adapter()
+        self.model.set_adapter(self.adapter)
+        return contextlib.nullcontext()
 
     @torch.inference_mode()
     def _sample_batch(self, prompts: list[list[int]]) -> list[Completion]:
+        with self._active_weights():
+            return self._sample_batch_with_active_weights(prompts)
+
+    def _sample_batch_with_active_weights(self, prompts: list[list[int]]) -> list[Completion]:
         device = self.device
         width = max(len(p) for p in prompts)
         input_ids = torch.full((len(prompts), width), self.pad_token_id, dtype=torch.long)

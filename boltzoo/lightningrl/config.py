@@ -34,6 +34,22 @@ class TrainerConfig:
         "frozen copy of the initial model",
         default=None,
     )
+    policy_map: dict[str, str] = _help(
+        "agent -> policy name: trained agents with the same name share weights, each name has "
+        "its own (a LoRA adapter with lora_r > 0, else a full copy of the model); default: "
+        "every trained agent shares one policy named 'policy' (JSON on the command line)",
+        default_factory=dict,
+    )
+    lora_r: int = _help(
+        "LoRA rank; 0 trains the full weights, > 0 one LoRA adapter (peft) per policy name on "
+        "one shared, frozen base",
+        default=0,
+    )
+    lora_alpha: float = _help("LoRA scaling alpha (the update is alpha / r * B A)", default=32.0)
+    lora_dropout: float = _help("LoRA dropout", default=0.0)
+    lora_target_modules: list[str] | str = _help(
+        "modules that get LoRA: a list of names, or 'all-linear' (peft)", default="all-linear"
+    )
     output_dir: str = _help("where checkpoints, metrics and plots go", default="runs/lightningrl")
     seed: int = _help("seeds task sampling, sampling and initialisation", default=0)
 
@@ -45,6 +61,15 @@ class TrainerConfig:
     temperature: float = _help("sampling temperature of rollouts", default=1.0)
     top_p: float = _help("nucleus sampling of rollouts", default=1.0)
     episode_timeout_s: float | None = _help("an episode running longer fails", default=None)
+    sampler: str = _help(
+        "shared: rollouts sample with the learner's own weights; copy: with a separate copy in "
+        "sampler_precision, synced after every update; vllm: with a vLLM engine per policy, "
+        "synced by load_weights (boltzoo[vllm])",
+        default="shared",
+    )
+    sampler_precision: str = _help(
+        "fp32 | bf16: the dtype of the sampling copy (sampler=copy or vllm)", default="fp32"
+    )
     max_prompt_tokens: int | None = _help(
         "a longer prompt fails its episode, which is dropped with its group", default=None
     )
@@ -64,7 +89,11 @@ class TrainerConfig:
     kl_coef: float = _help("weight of the KL to the initial model (0: off)", default=0.0)
     kl_estimator: str = _help("k1 | k2 | k3", default="k3")
     entropy_coef: float = _help("weight of the entropy bonus (0: off)", default=0.0)
-    aggregation: str = _help("token | sequence", default="token")
+    aggregation: str = _help(
+        "token | sequence | episode: the loss is the mean over tokens, over sequences (each its "
+        "tokens' mean), or over episodes (each its sequences' mean), per policy",
+        default="token",
+    )
     epochs_per_step: int = _help("optimisation passes over each step's transitions", default=1)
 
     # --- optimiser
@@ -87,6 +116,10 @@ class TrainerConfig:
         "fp32 | bf16 (bf16 autocast where the device supports it)", default="fp32"
     )
     progress: bool = _help("show progress bars", default=True)
+    tensorboard: bool = _help(
+        "also write the metrics for TensorBoard (output_dir/tensorboard; boltzoo[train])",
+        default=False,
+    )
 
     def __post_init__(self) -> None:
         choices = {
@@ -94,7 +127,9 @@ class TrainerConfig:
             "estimator": ("grpo", "rloo", "reinforce++"),
             "group_by": ("task", "task_agent", "task_agent_turn"),
             "kl_estimator": ("k1", "k2", "k3"),
-            "aggregation": ("token", "sequence"),
+            "aggregation": ("token", "sequence", "episode"),
+            "sampler": ("shared", "copy", "vllm"),
+            "sampler_precision": ("fp32", "bf16"),
             "lr_schedule": ("constant", "cosine", "linear"),
             "precision": ("fp32", "bf16"),
         }
@@ -104,6 +139,10 @@ class TrainerConfig:
         for name in ("steps", "tasks_per_step", "group_size", "max_new_tokens", "epochs_per_step"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.lora_r < 0:
+            raise ValueError(f"lora_r must be 0 (full weights) or a rank > 0, got {self.lora_r}")
+        if not isinstance(self.policy_map, dict):
+            raise ValueError(f"policy_map maps agents to policy names, got {self.policy_map!r}")
 
     def to_dict(self) -> dict[str, Any]:
         """Return the config as plain JSON values."""

@@ -145,16 +145,19 @@ def plot_run(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Pat
 
 
 def export_run(run_dir: str | Path, out_dir: str | Path) -> Path:
-    """Save the latest checkpoint of a run as a plain transformers folder at ``out_dir``.
+    """Save the latest checkpoint of a run as plain transformers folders; return ``out_dir``.
 
-    The base model named in the checkpoint's ``config.json`` is loaded, the trained weights are
-    loaded into it, and model and tokenizer (from the base folder) are written to a temporary
-    folder beside ``out_dir``, then renamed into place. Returns ``out_dir``.
+    The base model named in the checkpoint's ``config.json`` is loaded and the trained weights
+    are put into it: LoRA adapters merged (``W + alpha / r * B A``), or full weights loaded. A
+    run with one policy is written to ``out_dir`` itself; a run with several (``policy_map``)
+    writes one folder per policy, ``out_dir/<policy name>``. Each folder (model and the base's
+    tokenizer) is written beside its place and renamed into it, so it is whole or absent.
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from boltzoo.agents.models import resolve_model
+    from boltzoo.lightningrl.weights import add_lora_adapters, merged_state_dict
 
     run_dir, out = Path(run_dir), Path(out_dir)
     folder = latest_checkpoint(run_dir / "checkpoints")
@@ -164,14 +167,35 @@ def export_run(run_dir: str | Path, out_dir: str | Path) -> Path:
         )
     config = json.loads((folder / "config.json").read_text())
     base = resolve_model(config["model"])
-    weights, _ = load_checkpoint(folder)
+    weights, state = load_checkpoint(folder)
+    names = state.get("policy_names", ["policy"])
     model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
-    # LoRA adapters, once trained, would be merged into the base weights here.
-    model.load_state_dict(weights)
     tokenizer = AutoTokenizer.from_pretrained(base)
+    if config.get("lora_r", 0) > 0:
+        lora_model = add_lora_adapters(
+            model,
+            names,
+            r=config["lora_r"],
+            alpha=config["lora_alpha"],
+            dropout=config["lora_dropout"],
+            target_modules=config["lora_target_modules"],
+        )
+        lora_model.load_state_dict(weights, strict=False)
+        policy_weights = {name: merged_state_dict(lora_model, name) for name in names}
+        model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)  # a plain one
+    elif len(names) == 1:
+        policy_weights = {names[0]: weights}
+    else:
+        policy_weights = {
+            name: {k[len(name) + 1 :]: v for k, v in weights.items() if k.startswith(f"{name}/")}
+            for name in names
+        }
+    for name, state_dict in policy_weights.items():
+        model.load_state_dict(state_dict)
 
-    def build(tmp: Path) -> None:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
+        def build(tmp: Path) -> None:
+            model.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
 
-    return write_folder(out, build)
+        write_folder(out if len(names) == 1 else out / name, build)
+    return out

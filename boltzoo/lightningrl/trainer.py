@@ -6,14 +6,18 @@ One step, top to bottom (``Trainer.train_step``):
 2. drop every group that holds a failed episode (policy or env error, timeout, over-long prompt);
 3. ``flatten``: one transition per LLM call of the trained agents, credited by ``credit``;
 4. ``compute_advantages`` within groups of the same task;
-5. optimise: micro-batches bucketed by length (no compute on padding beyond the bucket),
-   gradients accumulated, clipped, one AdamW step per epoch, the learning-rate schedule stepped;
-   a non-finite loss skips the update and is logged;
-6. the sampling policy uses the new weights at once (they are the same weights in process) and
-   its Completions carry the next policy version.
+5. optimise each policy on its own agents' transitions: micro-batches bucketed by length (no
+   compute on padding beyond the bucket), gradients accumulated and clipped per policy, one
+   AdamW step, the learning-rate schedule stepped; a non-finite loss skips the update and is
+   logged;
+6. the samplers use the new weights: at once when they share the learner's weights (an adapter
+   is selected per call), else loaded into the sampling copy or vLLM engine (``load_weights``);
+   their Completions carry the new policy version.
 
-Agents not in ``train_agents`` act with a frozen copy of the initial model, so their weights
-stay bit-identical. Checkpoints (``checkpoint.py``) make runs resumable after a kill.
+Each trained agent maps to a policy name (``policy_map``): a full copy of the model, or with
+``lora_r > 0`` a LoRA adapter on one shared frozen base. Agents not in ``train_agents`` act with
+the initial weights (a frozen copy, or the base with adapters off), which stay bit-identical.
+Checkpoints (``checkpoint.py``) make runs resumable after a kill.
 """
 
 from __future__ import annotations
@@ -33,27 +37,48 @@ from tqdm.auto import tqdm
 
 from boltzoo.agents.models import load_model
 from boltzoo.agents.transformers_policy import TransformersPolicy
+from boltzoo.errors import MissingDependencyError
 from boltzoo.lightningrl.advantages import compute_advantages
 from boltzoo.lightningrl.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from boltzoo.lightningrl.config import TrainerConfig
 from boltzoo.lightningrl.loss import policy_loss
 from boltzoo.lightningrl.rollout import rollout
 from boltzoo.lightningrl.transitions import Transition, flatten, select_agents
+from boltzoo.lightningrl.weights import (
+    adapter_parameters,
+    add_lora_adapters,
+    is_peft_model,
+    lora_state_dict,
+    merged_state_dict,
+)
 from boltzoo.registration import make, resolve_env_id
 
 
-def micro_batches(transitions: list[Transition], max_tokens: int) -> list[list[Transition]]:
+def micro_batches(
+    transitions: list[Transition], max_tokens: int, by_episode: bool = False
+) -> list[list[Transition]]:
     """Return the transitions in micro-batches of similar length (sorted), each padded size
-    ``len(batch) * longest`` at most ``max_tokens`` (a longer single sequence goes alone)."""
-    order = sorted(transitions, key=lambda t: len(t.prompt_token_ids) + len(t.response_token_ids))
+    ``sequences * longest`` at most ``max_tokens`` (a longer single unit goes alone).
+
+    With ``by_episode`` an episode's transitions stay in one micro-batch (the episode-mean loss
+    then splits exactly across micro-batches).
+    """
+
+    def length(t: Transition) -> int:
+        return len(t.prompt_token_ids) + len(t.response_token_ids)
+
+    units: dict[Any, list[Transition]] = {}
+    for i, t in enumerate(transitions):
+        units.setdefault(t.episode_id if by_episode else i, []).append(t)
+    order = sorted(units.values(), key=lambda unit: max(map(length, unit)))
     batches: list[list[Transition]] = []
     current: list[Transition] = []
-    for t in order:
-        length = len(t.prompt_token_ids) + len(t.response_token_ids)
-        if current and (len(current) + 1) * length > max_tokens:
+    for unit in order:
+        longest = max(map(length, unit))  # the longest so far: units come sorted
+        if current and (len(current) + len(unit)) * longest > max_tokens:
             batches.append(current)
             current = []
-        current.append(t)
+        current.extend(unit)
     if current:
         batches.append(current)
     return batches
@@ -105,7 +130,18 @@ def response_logprobs(
 
 
 class Trainer:
-    """Trains the selected agents' policy with LightningRL; see the module docstring."""
+    """Trains the selected agents' policies with LightningRL; see the module docstring.
+
+    Which weights act for which agent:
+
+    * every trained agent maps to a policy name (``config.policy_map``; default: all share one,
+      ``"policy"``). Each name has its own weights: a LoRA adapter on one shared base when
+      ``lora_r > 0``, else a full copy of the model;
+    * agents that are not trained act with the initial weights (the base with adapters off, or a
+      frozen copy), which never change.
+
+    ``model`` / ``tokenizer`` may be given (tests pass a tiny model); else ``config.model`` loads.
+    """
 
     def __init__(self, config: TrainerConfig, *, model: Any = None, tokenizer: Any = None):
         self.config = cfg = config
@@ -120,7 +156,6 @@ class Trainer:
         if model is None:
             model, tokenizer = load_model(cfg.model, device=device)
             model = model.float()  # the learner's master weights stay fp32; bf16 is autocast
-        self.model = model.to(device)
         self.device = torch.device(device)
         self.tokenizer = tokenizer
         self.use_bf16 = cfg.precision == "bf16" and (
@@ -128,38 +163,128 @@ class Trainer:
             and torch.cuda.is_bf16_supported()
             or self.device.type == "cpu"
         )
-        sampling = dict(
-            max_new_tokens=cfg.max_new_tokens,
-            temperature=cfg.temperature,
-            top_p=cfg.top_p,
-            max_prompt_tokens=cfg.max_prompt_tokens,
-        )
-        self.policy = TransformersPolicy(
-            self.model, tokenizer, name=str(cfg.model), seed=cfg.seed, **sampling
-        )
+
         env = make(self.env_id, **cfg.env_kwargs)
         self.agents = list(env.unwrapped.possible_agents)
         self.num_tasks = env.unwrapped.num_tasks
         self.train_agents = select_agents(self.agents, cfg.train_agents)
-        frozen = None
-        if set(self.agents) - self.train_agents or cfg.kl_coef:
-            frozen = copy.deepcopy(self.model).eval().requires_grad_(False)
-        self.reference = frozen if cfg.kl_coef else None
-        self.frozen_policy = (
-            TransformersPolicy(frozen, tokenizer, name=f"{cfg.model}@0", seed=cfg.seed, **sampling)
-            if frozen is not None and set(self.agents) - self.train_agents
-            else None
-        )
+        unknown = set(cfg.policy_map) - set(self.agents)
+        if unknown:
+            raise ValueError(
+                f"policy_map names agents {sorted(unknown)} that {self.env_id} does not have "
+                f"(its agents: {self.agents})"
+            )
+        # agent -> policy name, for the trained agents only
+        self.policy_of = {a: cfg.policy_map.get(a, "policy") for a in sorted(self.train_agents)}
+        self.policy_names = sorted(set(self.policy_of.values()))
+        untrained = set(self.agents) - self.train_agents
 
-        self.optimizer = torch.optim.AdamW(
-            [p for p in self.model.parameters() if p.requires_grad],
-            lr=cfg.lr,
-            weight_decay=cfg.weight_decay,
-        )
+        # --- the learner's weights: one model per policy name, or one adapter each on a base
+        self.lora = cfg.lora_r > 0
+        model = model.to(self.device)
+        frozen = None
+        if self.lora:
+            self.model = add_lora_adapters(
+                model,
+                self.policy_names,
+                r=cfg.lora_r,
+                alpha=cfg.lora_alpha,
+                dropout=cfg.lora_dropout,
+                target_modules=cfg.lora_target_modules,
+            )
+            self.models = {name: self.model for name in self.policy_names}
+            self.params = {name: adapter_parameters(self.model, name) for name in self.policy_names}
+        else:
+            if cfg.kl_coef or (untrained and cfg.sampler == "shared"):
+                frozen = copy.deepcopy(model).eval().requires_grad_(False)
+            self.model = model
+            self.models = {
+                name: model if i == 0 else copy.deepcopy(model)
+                for i, name in enumerate(self.policy_names)
+            }
+            self.params = {
+                name: [p for p in m.parameters() if p.requires_grad]
+                for name, m in self.models.items()
+            }
+        self.reference = frozen if cfg.kl_coef else None  # (LoRA: the base, adapters off)
+
+        # --- the samplers: the learner's weights themselves, or copies synced after updates
+        self.samplers = {
+            name: self._make_sampler(
+                self.models[name], name if self.lora else None, f"{cfg.model}:{name}", i
+            )
+            for i, name in enumerate(self.policy_names)
+        }
+        self.frozen_policy = None
+        if untrained:
+            source = frozen if frozen is not None else self.model
+            self.frozen_policy = self._make_sampler(
+                source, None, f"{cfg.model}@0", len(self.policy_names)
+            )
+
+        trainable = [p for name in self.policy_names for p in self.params[name]]
+        self.optimizer = torch.optim.AdamW(trainable, lr=cfg.lr, weight_decay=cfg.weight_decay)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
         self.step = 0
         self.task_rng = np.random.default_rng(cfg.seed)
         self.skipped_updates = 0
+        self._tensorboard = None
+
+    @property
+    def policy(self) -> Any:
+        """The sampling policy of the first trained policy name (the only one, by default)."""
+        return self.samplers[self.policy_names[0]]
+
+    def _make_sampler(self, model: Any, adapter: str | None, name: str, index: int) -> Any:
+        """Return the sampling policy over ``model`` (with ``adapter``), per ``config.sampler``."""
+        cfg = self.config
+        sampling = dict(
+            max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p
+        )
+        if cfg.sampler == "vllm":
+            from boltzoo.agents.vllm_policy import VLLMPolicy
+
+            dtype = "bfloat16" if cfg.sampler_precision == "bf16" else "float32"
+            policy = VLLMPolicy(cfg.model, seed=cfg.seed + index, dtype=dtype, **sampling)
+            if adapter is not None:
+                policy.load_weights(merged_state_dict(model, adapter))
+            return policy
+        if cfg.sampler == "copy":
+            # A separate model in the sampling dtype, loaded with the merged weights: sampling
+            # runs without LoRA's extra matmuls and, in bf16, about twice as fast on a CPU.
+            from transformers import AutoModelForCausalLM
+
+            base = model.get_base_model() if is_peft_model(model) else model
+            dtype = torch.bfloat16 if cfg.sampler_precision == "bf16" else torch.float32
+            sampling_model = AutoModelForCausalLM.from_config(base.config, dtype=dtype)
+            sampling_model.load_state_dict(merged_state_dict(model, adapter))
+            model, adapter = sampling_model.to(self.device).eval(), None
+        return TransformersPolicy(
+            model,
+            self.tokenizer,
+            name=name,
+            seed=cfg.seed + index,
+            max_prompt_tokens=cfg.max_prompt_tokens,
+            adapter=adapter,
+            **sampling,
+        )
+
+    def _sync_samplers(self, names: list[str]) -> None:
+        """Give the samplers of ``names`` the learner's new weights; every trained sampler's
+        Completions from now on carry the current step as their policy version."""
+        for name in names:
+            if self.config.sampler != "shared":
+                adapter = name if self.lora else None
+                self.samplers[name].load_weights(merged_state_dict(self.models[name], adapter))
+        for sampler in self.samplers.values():
+            sampler.version = self.step
+
+    def _learner(self, name: str) -> Any:
+        """Return the module whose forward pass is policy ``name`` (selecting its adapter)."""
+        model = self.models[name]
+        if self.lora:
+            model.set_adapter(name)
+        return model
 
     # --- schedule --------------------------------------------------------------------------
 
@@ -177,9 +302,11 @@ class Trainer:
     # --- one step --------------------------------------------------------------------------
 
     def policies(self) -> dict[str, Any]:
-        """Return the policy of every agent: the trained one, or the frozen initial copy."""
+        """Return the policy of every agent: its trained policy, or the frozen initial one."""
         return {
-            agent: self.policy if agent in self.train_agents else self.frozen_policy
+            agent: self.samplers[self.policy_of[agent]]
+            if agent in self.policy_of
+            else self.frozen_policy
             for agent in self.agents
         }
 
@@ -190,7 +317,8 @@ class Trainer:
         tasks = self.task_rng.choice(
             self.num_tasks, size=cfg.tasks_per_step, replace=self.num_tasks < cfg.tasks_per_step
         )
-        self.model.eval()
+        for model in {id(m): m for m in self.models.values()}.values():
+            model.eval()
         episodes = rollout(
             self.env_id,
             self.policies(),
@@ -220,16 +348,17 @@ class Trainer:
                 per_episode=cfg.per_episode_advantage,
             )
         update_started = time.perf_counter()
-        update = self.update(transitions) if transitions else {"skipped": True}
-        update_seconds = time.perf_counter() - update_started
+        update = self.update(transitions) if transitions else {}
         self.scheduler.step()
-        self.policy.version += 1
         self.step += 1
+        # 6. the samplers act with the new weights from the next rollout on
+        self._sync_samplers(sorted({self.policy_of[t.agent] for t in transitions}))
+        update_seconds = time.perf_counter() - update_started
 
         ok = [e for e in episodes if not e.failed]
         advantages = [t.advantage for t in transitions]
         train_tokens = sum(len(t.response_token_ids) for t in transitions)
-        return {
+        metrics = {
             "step": self.step,
             "reward": float(np.mean([t.reward for t in transitions])) if transitions else 0.0,
             "score": float(np.mean([e.score or 0.0 for e in ok])) if ok else 0.0,
@@ -247,55 +376,89 @@ class Trainer:
             "update_seconds": update_seconds,
             "train_tokens_per_second": train_tokens / update_seconds if update_seconds else 0.0,
             "skipped_updates": self.skipped_updates,
-            **{k: v for k, v in update.items() if k != "skipped"},
+            **update,
         }
+        if len(self.train_agents) > 1:  # who learns how fast, agent by agent
+            for agent in sorted(self.train_agents):
+                rewards = [t.reward for t in transitions if t.agent == agent]
+                metrics[f"reward/{agent}"] = float(np.mean(rewards)) if rewards else 0.0
+        return metrics
 
-    def update(self, transitions: list[Transition]) -> dict[str, Any]:
-        """Optimise on the step's transitions; return loss statistics."""
+    def update(self, transitions: list[Transition]) -> dict[str, float]:
+        """Optimise on the step's transitions; return loss statistics.
+
+        Each policy's loss is its own mean (over its tokens, sequences or episodes, per
+        ``aggregation``), so one policy's gradient never depends on another's transitions;
+        gradients are clipped per policy, then one AdamW step updates them all.
+        """
         cfg = self.config
-        total_tokens = sum(len(t.response_token_ids) for t in transitions)
+        by_policy: dict[str, list[Transition]] = {}
+        for t in transitions:
+            by_policy.setdefault(self.policy_of[t.agent], []).append(t)
         sums: dict[str, float] = {}
-        self.model.train()
+        for name in by_policy:
+            self.models[name].train()
         for _ in range(cfg.epochs_per_step):
             self.optimizer.zero_grad(set_to_none=True)
             finite = True
-            for batch in micro_batches(transitions, cfg.micro_batch_tokens):
-                out = self._micro_batch_loss(batch)
-                tokens = sum(len(t.response_token_ids) for t in batch)
-                # gradient accumulation: each micro-batch weighs its share of the step's batch
-                share = (
-                    tokens / total_tokens
-                    if cfg.aggregation == "token"
-                    else len(batch) / len(transitions)
-                )
-                if not torch.isfinite(out.loss):
-                    finite = False
+            for name, policy_transitions in by_policy.items():
+                finite = self._accumulate(name, policy_transitions, sums, 1 / len(by_policy))
+                if not finite:
                     break
-                (out.loss * share).backward()
-                for name in ("pg_loss", "kl", "entropy", "clip_fraction", "ratio_mean"):
-                    sums[name] = sums.get(name, 0.0) + getattr(out, name) * share
             if not finite:  # a NaN or inf loss: no update from this step, and say so
                 self.optimizer.zero_grad(set_to_none=True)
                 self.skipped_updates += 1
                 continue
-            grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
-            sums["grad_norm"] = sums.get("grad_norm", 0.0) + float(grad_norm)
+            for name in by_policy:
+                grad_norm = torch.nn.utils.clip_grad_norm_(self.params[name], cfg.max_grad_norm)
+                sums["grad_norm"] = sums.get("grad_norm", 0.0) + float(grad_norm) / len(by_policy)
             self.optimizer.step()
-        self.model.eval()
+        for model in self.models.values():
+            model.eval()
         return {k: v / cfg.epochs_per_step for k, v in sums.items()}
 
-    def _micro_batch_loss(self, batch: list[Transition]) -> Any:
+    def _accumulate(
+        self, name: str, transitions: list[Transition], sums: dict[str, float], weight: float
+    ) -> bool:
+        """Backpropagate policy ``name``'s loss over its transitions in micro-batches; add its
+        statistics (times ``weight``) to ``sums``. Return False on a non-finite loss."""
+        cfg = self.config
+        model = self._learner(name)
+        by_episode = cfg.aggregation == "episode"
+        total_tokens = sum(len(t.response_token_ids) for t in transitions)
+        total_episodes = len({t.episode_id for t in transitions})
+        for batch in micro_batches(transitions, cfg.micro_batch_tokens, by_episode=by_episode):
+            out = self._micro_batch_loss(model, batch)
+            if not torch.isfinite(out.loss):
+                return False
+            # gradient accumulation: each micro-batch weighs its share of the policy's batch
+            if cfg.aggregation == "token":
+                share = sum(len(t.response_token_ids) for t in batch) / total_tokens
+            elif cfg.aggregation == "sequence":
+                share = len(batch) / len(transitions)
+            else:
+                share = len({t.episode_id for t in batch}) / total_episodes
+            (out.loss * share).backward()
+            for key in ("pg_loss", "kl", "entropy", "clip_fraction", "ratio_mean"):
+                sums[key] = sums.get(key, 0.0) + getattr(out, key) * share * weight
+        return True
+
+    def _micro_batch_loss(self, model: Any, batch: list[Transition]) -> Any:
         cfg = self.config
         temperature = batch[0].temperature if batch[0].temperature is not None else cfg.temperature
-        pad = self.policy.pad_token_id
+        pad = self.policy.pad_token_id if hasattr(self.policy, "pad_token_id") else 0
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.use_bf16):
             logprobs, mask, entropy = response_logprobs(
-                self.model, batch, temperature, pad, with_entropy=cfg.entropy_coef > 0
+                model, batch, temperature, pad, with_entropy=cfg.entropy_coef > 0
             )
             ref = None
-            if self.reference is not None:
+            if cfg.kl_coef:
                 with torch.no_grad():
-                    ref, _, _ = response_logprobs(self.reference, batch, temperature, pad)
+                    if self.lora:  # the reference is the shared base, adapters off
+                        with model.disable_adapter():
+                            ref, _, _ = response_logprobs(model, batch, temperature, pad)
+                    else:
+                        ref, _, _ = response_logprobs(self.reference, batch, temperature, pad)
         width = logprobs.shape[1]
         # Sampling logprobs, right-aligned like the response tokens; recomputed ones stand in
         # for calls whose backend gave none (their ratio is then 1).
@@ -318,20 +481,26 @@ class Trainer:
             entropy=entropy,
             entropy_coef=cfg.entropy_coef,
             aggregation=cfg.aggregation,
+            episode_ids=[t.episode_id for t in batch],
         )
 
     # --- evaluation ------------------------------------------------------------------------
+
+    def _all_samplers(self) -> dict[str, Any]:
+        named = dict(self.samplers)
+        if self.frozen_policy is not None:
+            named[FROZEN] = self.frozen_policy
+        return named
 
     def evaluate(self) -> dict[str, float]:
         """Return held-out success rate and mean score, greedy decoding, without updating."""
         cfg = self.config
         kwargs = cfg.env_kwargs | cfg.eval_env_kwargs
         num_tasks = make(self.env_id, **kwargs).unwrapped.num_tasks
-        sampling, self.policy.sampling = (
-            self.policy.sampling,
-            replace(self.policy.sampling, temperature=0.0),
-        )
-        generator_state = self.policy.generator.get_state()
+        samplers = list(self._all_samplers().values())
+        saved = [(p.sampling, _generator_state(p)) for p in samplers]
+        for p in samplers:
+            p.sampling = replace(p.sampling, temperature=0.0)
         try:
             episodes = rollout(
                 self.env_id,
@@ -342,8 +511,10 @@ class Trainer:
                 **kwargs,
             )
         finally:
-            self.policy.sampling = sampling
-            self.policy.generator.set_state(generator_state)
+            for p, (sampling, generator_state) in zip(samplers, saved, strict=True):
+                p.sampling = sampling
+                if generator_state is not None:
+                    p.generator.set_state(generator_state)
         ok = [e for e in episodes if not e.failed]
         n = max(1, len(episodes))
         return {
@@ -366,44 +537,95 @@ class Trainer:
             unit="step",
             disable=not cfg.progress,
         )
-        if cfg.eval_every and self.step == 0:
-            self._log({"step": 0, **self.evaluate()})
-        while self.step < cfg.steps:
-            metrics = self.train_step()
-            if cfg.eval_every and self.step % cfg.eval_every == 0:
-                metrics.update(self.evaluate())
-            self._log(metrics)
-            history.append(metrics)
-            bar.update(1)
-            bar.set_postfix(reward=f"{metrics['reward']:.3f}", score=f"{metrics['score']:.3f}")
-            if cfg.save_every and self.step % cfg.save_every == 0:
-                self.save()
-        bar.close()
-        self.save()
+        try:
+            if cfg.eval_every and self.step == 0:
+                self._log({"step": 0, **self.evaluate()})
+            while self.step < cfg.steps:
+                metrics = self.train_step()
+                if cfg.eval_every and self.step % cfg.eval_every == 0:
+                    metrics.update(self.evaluate())
+                self._log(metrics)
+                history.append(metrics)
+                bar.update(1)
+                bar.set_postfix(reward=f"{metrics['reward']:.3f}", score=f"{metrics['score']:.3f}")
+                if cfg.save_every and self.step % cfg.save_every == 0:
+                    self.save()
+            self.save()
+        finally:
+            bar.close()
+            if self._tensorboard is not None:
+                self._tensorboard.close()
+                self._tensorboard = None
         return history
 
     def _log(self, metrics: dict[str, Any]) -> None:
         with self.metrics_path.open("a") as f:
             f.write(json.dumps(metrics) + "\n")
+        if self.config.tensorboard:
+            if self._tensorboard is None:
+                try:
+                    from torch.utils.tensorboard import SummaryWriter
+                except ImportError:
+                    raise MissingDependencyError(
+                        "tensorboard=True needs tensorboard: pip install 'boltzoo[train]'"
+                    ) from None
+                self._tensorboard = SummaryWriter(str(self.output_dir / "tensorboard"))
+            for key, value in metrics.items():
+                if key != "step" and isinstance(value, (int, float)):
+                    self._tensorboard.add_scalar(key, value, metrics["step"])
+            self._tensorboard.flush()
 
     # --- checkpoints -----------------------------------------------------------------------
+
+    def trained_weights(self) -> dict[str, torch.Tensor]:
+        """Return what a checkpoint stores of the weights: every adapter's LoRA weights, or the
+        full model (one policy), or each policy's model under ``"{name}/"`` (several)."""
+        if self.lora:
+            return lora_state_dict(self.model)
+        if len(self.policy_names) == 1:
+            return self.model.state_dict()
+        return {
+            f"{name}/{key}": value
+            for name, model in self.models.items()
+            for key, value in model.state_dict().items()
+        }
+
+    def _load_trained_weights(self, weights: dict[str, torch.Tensor]) -> None:
+        if self.lora:
+            expected = set(lora_state_dict(self.model))
+            if set(weights) != expected:
+                raise ValueError(
+                    "the checkpoint's LoRA weights do not match this run's adapters "
+                    f"({sorted(set(weights) ^ expected)[:3]} ...): same policy_map and lora_*?"
+                )
+            self.model.load_state_dict(weights, strict=False)
+        elif len(self.policy_names) == 1:
+            self.model.load_state_dict(weights)
+        else:
+            for name, model in self.models.items():
+                prefix = f"{name}/"
+                model.load_state_dict(
+                    {k[len(prefix) :]: v for k, v in weights.items() if k.startswith(prefix)}
+                )
 
     def save(self) -> Path:
         """Write a checkpoint of the current step (atomically); return its folder."""
         state = {
             "step": self.step,
-            "policy_version": self.policy.version,
+            "policy_names": self.policy_names,
             "skipped_updates": self.skipped_updates,
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
             "task_rng": self.task_rng.bit_generator.state,
-            "sampling_generator": self.policy.generator.get_state(),
+            "sampling_generators": {
+                name: _generator_state(p) for name, p in self._all_samplers().items()
+            },
             "torch_rng": torch.get_rng_state(),
             "numpy_rng": np.random.get_state(),
             "python_rng": random.getstate(),
         }
         return save_checkpoint(
-            self.checkpoint_dir, self.step, self.model.state_dict(), state, self.config.to_dict()
+            self.checkpoint_dir, self.step, self.trained_weights(), state, self.config.to_dict()
         )
 
     def resume(self) -> bool:
@@ -412,14 +634,22 @@ class Trainer:
         if folder is None:
             return False
         weights, state = load_checkpoint(folder)
-        self.model.load_state_dict(weights)
+        if state.get("policy_names", self.policy_names) != self.policy_names:
+            raise ValueError(
+                f"the checkpoint in {folder} trained policies {state['policy_names']}, this run "
+                f"has {self.policy_names}: resume with the same train_agents and policy_map"
+            )
+        self._load_trained_weights(weights)
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.step = state["step"]
-        self.policy.version = state["policy_version"]
         self.skipped_updates = state["skipped_updates"]
         self.task_rng.bit_generator.state = state["task_rng"]
-        self.policy.generator.set_state(state["sampling_generator"])
+        for name, sampler in self._all_samplers().items():
+            generator_state = state["sampling_generators"].get(name)
+            if generator_state is not None:
+                sampler.generator.set_state(generator_state)
+        self._sync_samplers(self.policy_names)
         torch.set_rng_state(state["torch_rng"])
         np.random.set_state(state["numpy_rng"])
         random.setstate(state["python_rng"])
@@ -429,6 +659,14 @@ class Trainer:
             kept = [line for line in lines if json.loads(line)["step"] <= self.step]
             self.metrics_path.write_text("".join(line + "\n" for line in kept))
         return True
+
+
+FROZEN = "@frozen"  # the key of the untrained agents' sampler in checkpoints
+
+
+def _generator_state(policy: Any) -> torch.Tensor | None:
+    generator = getattr(policy, "generator", None)  # vLLM seeds per request instead
+    return generator.get_state() if generator is not None else None
 
 
 def _seed_everything(seed: int) -> None:
