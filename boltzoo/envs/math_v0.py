@@ -12,7 +12,8 @@ r"""math-v0: word problems solved with a calculator tool (the paper's Calc-X tas
 Create it with every argument at its default::
 
     env = boltzoo.make("boltzoo/math-v0", level="easy", split="train", agents=("solver",),
-                       max_turns=6, tool_reward=0.0, format_reward=0.0)
+                       max_turns=6, tool_reward=0.0, format_reward=0.0, few_shot=True,
+                       lenient_answer=False)
 
 ## Agents and actions
 
@@ -59,7 +60,11 @@ when its final action has a final answer and well-formed ``<calc>`` tags. Neithe
 * ``agents``, ``max_turns`` (default 6), ``tool_reward``, ``format_reward``, ``render_mode``
   (``"ansi"`` / ``"human"``), ``max_action_chars`` (default 200,000; longer actions are cut and
   ``info["action_truncated"]`` is set), ``few_shot`` (default True: one hand-written worked
-  example in the solver's system prompt, never a task of any split).
+  example in the solver's system prompt, never a task of any split), ``lenient_answer``
+  (default False; True: when the turn limit comes and the solver's last action has no marked
+  final answer, its last number is taken as the answer instead of scoring 0, as GSM8K's
+  "flexible extract" does; the verifier, if any, is skipped then; ``format_reward`` still
+  needs a marked answer).
 
 ## Version history
 
@@ -85,7 +90,7 @@ from boltzoo.envs.protocol import parse_verdict
 from boltzoo.envs.tools.calculator import CalcResult, evaluate, find_calls
 from boltzoo.errors import DatasetError
 from boltzoo.rewards.format import format_reward as format_reward_of
-from boltzoo.rewards.math import extract_final_answer, numbers_match
+from boltzoo.rewards.math import extract_answer, extract_final_answer, numbers_match
 from boltzoo.tracing import span_attributes
 
 SOLVER = "solver"
@@ -142,6 +147,7 @@ class raw_env(LLMTurnEnv):
         tool_reward: float = 0.0,
         format_reward: float = 0.0,
         few_shot: bool = True,
+        lenient_answer: bool = False,
         render_mode: str | None = None,
         max_action_chars: int = DEFAULT_MAX_ACTION_CHARS,
     ):
@@ -153,6 +159,7 @@ class raw_env(LLMTurnEnv):
             tool_reward=tool_reward,
         )
         self.format_reward = float(format_reward)
+        self.lenient_answer = bool(lenient_answer)
         self.system_prompt = SOLVER_SYSTEM_PROMPT + (SOLVER_FEW_SHOT if few_shot else "")
         self.tasks: list[MathTask] = load_math_tasks(dataset, level, split, path, data_seed)
 
@@ -199,6 +206,12 @@ class raw_env(LLMTurnEnv):
         self._pay_tool_reward(SOLVER, sum(r.ok for r in results))
 
         answer = extract_final_answer(text)
+        if answer is None and self.lenient_answer and self.turn_count >= self.max_turns:
+            # GSM8K's "flexible extract": at the turn limit the last number is the answer.
+            answer = extract_answer(text, fallback_last_number=True)
+            if answer is not None:
+                self._answer, self._final_action = answer, text
+                return self._end()
         if answer is not None:
             self._answer, self._final_action = answer, text
             if VERIFIER in self.agents and not self._verified:

@@ -161,6 +161,28 @@ def test_max_turns_truncates_with_score_zero():
     assert env.unwrapped.episode.truncated
 
 
+def test_lenient_answer_takes_the_last_number_only_at_the_turn_limit():
+    gold = boltzoo.make("math-v0").unwrapped.tasks[0].answer
+    lenient = boltzoo.make("math-v0", max_turns=2, lenient_answer=True, format_reward=0.1)
+    # before the limit an unmarked number is not an answer: the reminder comes, as without it
+    lenient.reset(options={"task_index": 0})
+    lenient.step(f"It is {gold}")
+    assert lenient.agent_selection == "solver" and not any(lenient.terminations.values())
+    # at the limit the last number counts (no format reward: nothing was marked)
+    lenient.step(f"First 1 then {gold}.")
+    assert lenient.terminations["solver"] and lenient.infos["solver"]["success"] is True
+    assert lenient.unwrapped.episode.final_rewards == {"solver": 1.0}
+    # a wrong last number scores 0, terminated (not truncated); no number at all truncates
+    raw = play(lenient, {"solver": ["Hmm.", f"{gold} plus 1 is {float(gold) + 1:g}"]})
+    assert raw.episode.terminated and raw.episode.score == 0.0
+    raw = play(lenient, {"solver": ["Hmm.", "no idea"]})
+    assert raw.episode.truncated and raw.episode.score == 0.0
+    # the strict default scores the same text 0
+    strict = boltzoo.make("math-v0", max_turns=1)
+    raw = play(strict, {"solver": [f"It is {gold}"]})
+    assert raw.episode.truncated and raw.episode.success is False
+
+
 def test_verifier_rejection_sends_the_reason_back_and_next_answer_is_final():
     env = boltzoo.make("math-v0", agents=("solver", "verifier"))
     gold = env.unwrapped.tasks[0].answer
