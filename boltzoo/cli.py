@@ -191,6 +191,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from boltzoo.lightningrl.config import TrainerConfig
+    from boltzoo.lightningrl.report import read_metrics
     from boltzoo.lightningrl.trainer import Trainer
 
     given = {
@@ -211,16 +212,21 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.resume and not trainer.resume():
         print("boltzoo: nothing to resume in", config.output_dir, "- starting afresh", flush=True)
     config.save(Path(config.output_dir) / "config.json")
-    history = trainer.train()
+    with trainer:
+        history = trainer.train()
     if history:
         last = history[-1]
         print(
-            f"step {last['step']}: reward {last['reward']:.3f}, score {last['score']:.3f}"
-            + (
-                f", held-out success {last['eval_success_rate']:.1%}"
-                if "eval_success_rate" in last
-                else ""
-            )
+            f"step {last['step']}: reward {last['reward']:.3f}, score {last['score']:.3f}, "
+            f"{last['train_seconds'] / 60:.1f} min of training"
+        )
+    evaluations = [m for m in read_metrics(config.output_dir) if "eval_success_rate" in m]
+    if evaluations:
+        first, last = evaluations[0], evaluations[-1]
+        print(
+            f"held-out success: {first['eval_success_rate']:.1%} at step {first['step']} -> "
+            f"{last['eval_success_rate']:.1%} at step {last['step']} "
+            f"({100 * (last['eval_success_rate'] - first['eval_success_rate']):+.1f} points)"
         )
     return 0
 

@@ -40,6 +40,12 @@ class TrainerConfig:
         "every trained agent shares one policy named 'policy' (JSON on the command line)",
         default_factory=dict,
     )
+    framework: str | None = _help(
+        "autogen | openai-agents: the trained agents act as agents of that framework (the "
+        "bundled example agents, or your own via Trainer(agent_builders=...)), calling the model "
+        "through a gateway over the sampler; LightningRL learns from the calls it recorded",
+        default=None,
+    )
     lora_r: int = _help(
         "LoRA rank; 0 trains the full weights, > 0 one LoRA adapter (peft) per policy name on "
         "one shared, frozen base",
@@ -55,6 +61,11 @@ class TrainerConfig:
 
     # --- rollouts
     steps: int = _help("training steps (a larger value extends a resumed run)", default=100)
+    max_train_minutes: float | None = _help(
+        "stop after the step that takes the training time (rollouts and updates, not "
+        "evaluations or checkpoints) past this many minutes; None: run all steps",
+        default=None,
+    )
     tasks_per_step: int = _help("tasks sampled per step", default=8)
     group_size: int = _help("rollouts of each task per step (GRPO groups)", default=4)
     max_new_tokens: int = _help("new tokens per LLM call", default=64)
@@ -132,6 +143,7 @@ class TrainerConfig:
             "sampler_precision": ("fp32", "bf16"),
             "lr_schedule": ("constant", "cosine", "linear"),
             "precision": ("fp32", "bf16"),
+            "framework": (None, "autogen", "openai-agents"),
         }
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:

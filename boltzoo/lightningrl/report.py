@@ -97,9 +97,10 @@ def _figure(
 def plot_run(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]:
     """Write PNG learning curves of a run to ``out_dir`` (default: the run folder); return them.
 
-    ``learning_curve.png``: training reward and score, and held-out success and score where
-    evaluated; ``loss.png``: pg_loss, kl, entropy, clip_fraction, grad_norm; ``throughput.png``:
-    rollout and update seconds per step, and training tokens per second. A figure whose metrics
+    ``learning_curve.png``: training reward and score, held-out success and score where
+    evaluated, and the share of episodes that used a tool (where the env counts tool calls);
+    ``loss.png``: pg_loss, kl, entropy, clip_fraction, grad_norm; ``throughput.png``: rollout
+    and update seconds per step, and training tokens per second. A figure whose metrics
     are all absent is not written.
     """
     run_dir = Path(run_dir)
@@ -116,6 +117,7 @@ def plot_run(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Pat
                 ("score", "train score", {}),
                 ("eval_success_rate", "held-out success", point),
                 ("eval_score", "held-out score", point),
+                ("tool_use_rate", "episodes that used a tool", {"linestyle": ":"}),
             ],
             out / "learning_curve.png",
             f"Learning curve: {name}",

@@ -141,9 +141,20 @@ class Trainer:
       frozen copy), which never change.
 
     ``model`` / ``tokenizer`` may be given (tests pass a tiny model); else ``config.model`` loads.
+    With ``config.framework`` set, ``agent_builders`` maps trained agents to your framework
+    agent's builder (``(model_client, tools) -> AssistantAgent`` for AutoGen, ``(model, tools)
+    -> Agent`` for the Agents SDK); agents without one get the bundled example agent. Their
+    calls go through a gateway per policy (``close()`` stops them).
     """
 
-    def __init__(self, config: TrainerConfig, *, model: Any = None, tokenizer: Any = None):
+    def __init__(
+        self,
+        config: TrainerConfig,
+        *,
+        model: Any = None,
+        tokenizer: Any = None,
+        agent_builders: dict[str, Any] | None = None,
+    ):
         self.config = cfg = config
         self.env_id = resolve_env_id(cfg.env)
         self.output_dir = Path(cfg.output_dir)
@@ -222,12 +233,21 @@ class Trainer:
                 source, None, f"{cfg.model}@0", len(self.policy_names)
             )
 
+        # --- framework agents: each trained agent's agent calls its policy through a gateway
+        self.gateways: dict[str, Any] = {}
+        self.agent_policies: dict[str, Any] = {}
+        if cfg.framework:
+            self._start_framework_agents(agent_builders or {})
+        elif agent_builders:
+            raise ValueError("agent_builders needs config.framework (autogen or openai-agents)")
+
         trainable = [p for name in self.policy_names for p in self.params[name]]
         self.optimizer = torch.optim.AdamW(trainable, lr=cfg.lr, weight_decay=cfg.weight_decay)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
         self.step = 0
         self.task_rng = np.random.default_rng(cfg.seed)
         self.skipped_updates = 0
+        self.train_seconds = 0.0  # rollouts and updates so far (the max_train_minutes clock)
         self._tensorboard = None
 
     @property
@@ -269,6 +289,35 @@ class Trainer:
             **sampling,
         )
 
+    def _start_framework_agents(self, builders: dict[str, Any]) -> None:
+        from boltzoo.agents import examples, frameworks
+        from boltzoo.agents.gateway import Gateway
+
+        adapter, example = {
+            "autogen": (frameworks.AutoGenPolicy, examples.autogen_assistant),
+            "openai-agents": (frameworks.OpenAIAgentsPolicy, examples.openai_agents_assistant),
+        }[self.config.framework]
+        unknown = set(builders) - set(self.policy_of)
+        if unknown:
+            raise ValueError(f"agent_builders names agents that are not trained: {sorted(unknown)}")
+        for name in self.policy_names:
+            self.gateways[name] = Gateway(self.samplers[name], model_name=name).start()
+        for agent, name in self.policy_of.items():
+            build = builders.get(agent) or example(self.env_id, agent)
+            self.agent_policies[agent] = adapter(build, self.gateways[name])
+
+    def close(self) -> None:
+        """Stop the framework agents' gateways (if any)."""
+        for gateway in self.gateways.values():
+            gateway.close()
+        self.gateways.clear()
+
+    def __enter__(self) -> Trainer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def _sync_samplers(self, names: list[str]) -> None:
         """Give the samplers of ``names`` the learner's new weights; every trained sampler's
         Completions from now on carry the current step as their policy version."""
@@ -276,8 +325,8 @@ class Trainer:
             if self.config.sampler != "shared":
                 adapter = name if self.lora else None
                 self.samplers[name].load_weights(merged_state_dict(self.models[name], adapter))
-        for sampler in self.samplers.values():
-            sampler.version = self.step
+        for policy in [*self.samplers.values(), *self.agent_policies.values()]:
+            policy.version = self.step
 
     def _learner(self, name: str) -> Any:
         """Return the module whose forward pass is policy ``name`` (selecting its adapter)."""
@@ -303,12 +352,10 @@ class Trainer:
 
     def policies(self) -> dict[str, Any]:
         """Return the policy of every agent: its trained policy, or the frozen initial one."""
-        return {
-            agent: self.samplers[self.policy_of[agent]]
-            if agent in self.policy_of
-            else self.frozen_policy
-            for agent in self.agents
+        acting = {
+            a: self.agent_policies.get(a, self.samplers[n]) for a, n in self.policy_of.items()
         }
+        return {agent: acting.get(agent, self.frozen_policy) for agent in self.agents}
 
     def train_step(self) -> dict[str, Any]:
         """Run one LightningRL step; return its metrics."""
@@ -355,6 +402,7 @@ class Trainer:
         self._sync_samplers(sorted({self.policy_of[t.agent] for t in transitions}))
         update_seconds = time.perf_counter() - update_started
 
+        self.train_seconds += time.perf_counter() - started
         ok = [e for e in episodes if not e.failed]
         advantages = [t.advantage for t in transitions]
         train_tokens = sum(len(t.response_token_ids) for t in transitions)
@@ -376,8 +424,12 @@ class Trainer:
             "update_seconds": update_seconds,
             "train_tokens_per_second": train_tokens / update_seconds if update_seconds else 0.0,
             "skipped_updates": self.skipped_updates,
+            "train_seconds": self.train_seconds,
             **update,
         }
+        tool_counts = [e.steps[-1].info.get("tool_calls") for e in ok if e.steps]
+        if any(count is not None for count in tool_counts):  # envs whose infos count tool calls
+            metrics["tool_use_rate"] = float(np.mean([bool(count) for count in tool_counts]))
         if len(self.train_agents) > 1:  # who learns how fast, agent by agent
             for agent in sorted(self.train_agents):
                 rewards = [t.reward for t in transitions if t.agent == agent]
@@ -427,6 +479,18 @@ class Trainer:
         by_episode = cfg.aggregation == "episode"
         total_tokens = sum(len(t.response_token_ids) for t in transitions)
         total_episodes = len({t.episode_id for t in transitions})
+        total_sequences = len(transitions)
+        if not (cfg.kl_coef or cfg.entropy_coef):
+            # A call with advantage 0 adds exactly nothing to the policy gradient: it still counts
+            # in the means' denominators above, but no forward or backward pass is spent on it
+            # (in sparse-reward tasks most groups are all-0 or all-1 early on).
+            # With episode means, an episode stays whole unless all of its calls are 0.
+            live = {t.episode_id for t in transitions if t.advantage != 0}
+            transitions = [
+                t for t in transitions if t.advantage != 0 or (by_episode and t.episode_id in live)
+            ]
+        local: dict[str, float] = {}
+        covered = 0.0
         for batch in micro_batches(transitions, cfg.micro_batch_tokens, by_episode=by_episode):
             out = self._micro_batch_loss(model, batch)
             if not torch.isfinite(out.loss):
@@ -435,12 +499,15 @@ class Trainer:
             if cfg.aggregation == "token":
                 share = sum(len(t.response_token_ids) for t in batch) / total_tokens
             elif cfg.aggregation == "sequence":
-                share = len(batch) / len(transitions)
+                share = len(batch) / total_sequences
             else:
                 share = len({t.episode_id for t in batch}) / total_episodes
             (out.loss * share).backward()
-            for key in ("pg_loss", "kl", "entropy", "clip_fraction", "ratio_mean"):
-                sums[key] = sums.get(key, 0.0) + getattr(out, key) * share * weight
+            covered += share
+            for key in STATISTICS:
+                local[key] = local.get(key, 0.0) + getattr(out, key) * share
+        for key, value in local.items():  # the statistics are means over the calls trained on
+            sums[key] = sums.get(key, 0.0) + value / covered * weight
         return True
 
     def _micro_batch_loss(self, model: Any, batch: list[Transition]) -> Any:
@@ -540,10 +607,11 @@ class Trainer:
         try:
             if cfg.eval_every and self.step == 0:
                 self._log({"step": 0, **self.evaluate()})
-            while self.step < cfg.steps:
+            while self.step < cfg.steps and not self.out_of_time():
                 metrics = self.train_step()
-                if cfg.eval_every and self.step % cfg.eval_every == 0:
-                    metrics.update(self.evaluate())
+                last = self.step >= cfg.steps or self.out_of_time()
+                if cfg.eval_every and (self.step % cfg.eval_every == 0 or last):
+                    metrics.update(self.evaluate())  # and always after the last step
                 self._log(metrics)
                 history.append(metrics)
                 bar.update(1)
@@ -557,6 +625,11 @@ class Trainer:
                 self._tensorboard.close()
                 self._tensorboard = None
         return history
+
+    def out_of_time(self) -> bool:
+        """Return whether the training time has passed ``config.max_train_minutes``."""
+        limit = self.config.max_train_minutes
+        return limit is not None and self.train_seconds >= 60 * limit
 
     def _log(self, metrics: dict[str, Any]) -> None:
         with self.metrics_path.open("a") as f:
@@ -614,6 +687,7 @@ class Trainer:
             "step": self.step,
             "policy_names": self.policy_names,
             "skipped_updates": self.skipped_updates,
+            "train_seconds": self.train_seconds,
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
             "task_rng": self.task_rng.bit_generator.state,
@@ -644,6 +718,7 @@ class Trainer:
         self.scheduler.load_state_dict(state["scheduler"])
         self.step = state["step"]
         self.skipped_updates = state["skipped_updates"]
+        self.train_seconds = state.get("train_seconds", 0.0)
         self.task_rng.bit_generator.state = state["task_rng"]
         for name, sampler in self._all_samplers().items():
             generator_state = state["sampling_generators"].get(name)
@@ -661,6 +736,7 @@ class Trainer:
         return True
 
 
+STATISTICS = ("pg_loss", "kl", "entropy", "clip_fraction", "ratio_mean")  # from LossOutput
 FROZEN = "@frozen"  # the key of the untrained agents' sampler in checkpoints
 
 

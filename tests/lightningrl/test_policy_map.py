@@ -292,3 +292,27 @@ def test_export_merges_each_agents_adapter(tmp_path, smollm2_tokenizer):
         with torch.no_grad(), trainer.model.disable_adapter():
             plain = trainer.model(input_ids=ids).logits
         assert not torch.allclose(got, plain, atol=1e-4)  # the adapter is in there
+
+
+@pytest.mark.parametrize("aggregation", ["token", "sequence", "episode"])
+def test_calls_with_zero_advantage_are_skipped_without_changing_the_gradient(
+    tmp_path, smollm2_tokenizer, aggregation
+):
+    trainer = team_trainer(
+        tmp_path, smollm2_tokenizer, policy_map={}, lora_r=0, aggregation=aggregation
+    )
+    transitions = team_transitions(trainer)
+    for t in transitions[::2]:
+        t.advantage = 0.0
+    assert any(t.advantage for t in transitions)
+    # the gradient of the whole batch in one pass, zero-advantage calls included
+    model = trainer.models["policy"]
+    model.train()
+    trainer._micro_batch_loss(model, transitions).loss.backward()
+    expected = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad(set_to_none=True)
+    assert trainer._accumulate("policy", transitions, {}, 1.0)
+    got = {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
+    assert got.keys() == expected.keys()
+    for name in expected:
+        torch.testing.assert_close(got[name], expected[name], rtol=1e-4, atol=1e-7)

@@ -1,0 +1,110 @@
+"""Training an AutoGen agent with LightningRL: its calls go through the gateway, the learner
+trains on what the gateway recorded, and the agent's code is the bundled example, unchanged."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("autogen_agentchat")
+
+from boltzoo.agents.frameworks import AutoGenPolicy  # noqa: E402
+from boltzoo.agents.models import tiny_model  # noqa: E402
+from boltzoo.lightningrl.config import TrainerConfig  # noqa: E402
+from boltzoo.lightningrl.rollout import rollout  # noqa: E402
+from boltzoo.lightningrl.trainer import Trainer  # noqa: E402
+from boltzoo.lightningrl.transitions import flatten  # noqa: E402
+
+
+def framework_trainer(tmp_path, tokenizer, **overrides):
+    values = dict(
+        env="math-v0",
+        env_kwargs={"max_turns": 1},
+        model="tiny",
+        framework="autogen",
+        output_dir=str(tmp_path / "run"),
+        steps=1,
+        tasks_per_step=2,
+        group_size=2,
+        max_new_tokens=8,
+        lr=1e-2,
+        lora_r=4,
+        save_every=0,
+        progress=False,
+    )
+    config = TrainerConfig(**(values | overrides))
+    return Trainer(config, model=tiny_model(len(tokenizer)), tokenizer=tokenizer)
+
+
+def test_an_autogen_agent_learns_from_the_calls_the_gateway_recorded(tmp_path, smollm2_tokenizer):
+    with framework_trainer(tmp_path, smollm2_tokenizer) as trainer:
+        solver = trainer.policies()["solver"]
+        assert isinstance(solver, AutoGenPolicy)
+        gateway = trainer.gateways["policy"]
+        assert gateway.policy is trainer.samplers["policy"]  # served by the learner's sampler
+
+        episodes = rollout(
+            trainer.env_id,
+            trainer.policies(),
+            tasks=[0, 1],
+            seed=0,
+            progress=False,
+            **trainer.config.env_kwargs,
+        )
+        calls = [c for e in episodes for s in e.steps for c in s.action.inner_calls]
+        assert calls and all(c.has_tokens and c.logprobs for c in calls)
+        transitions = flatten(episodes, "identical", ["solver"])
+        # one transition per LLM call the agent made, with the gateway's exact tokens
+        assert [t.response_token_ids for t in transitions] == [c.response_token_ids for c in calls]
+        assert [t.logprobs for t in transitions] == [c.logprobs for c in calls]
+        assert all(t.policy_version == 0 for t in transitions)
+
+        rng = np.random.default_rng(0)
+        for t in transitions:
+            t.advantage = float(rng.choice([-1.0, 1.0]))
+        before = {k: v.clone() for k, v in trainer.model.state_dict().items() if ".lora_" in k}
+        trainer.update(transitions)
+        trainer.step += 1
+        trainer._sync_samplers(["policy"])
+        after = trainer.model.state_dict()
+        assert any(not torch.equal(after[k], v) for k, v in before.items())
+
+        # the agent now calls the new weights: its next calls carry version 1
+        episodes = rollout(
+            trainer.env_id,
+            trainer.policies(),
+            tasks=[2],
+            seed=1,
+            progress=False,
+            **trainer.config.env_kwargs,
+        )
+        calls = [c for e in episodes for s in e.steps for c in s.action.inner_calls]
+        assert calls and all(c.policy_version == 1 for c in calls)
+    assert not trainer.gateways  # closed on leaving
+
+
+def test_a_framework_training_step_and_evaluation_run_end_to_end(tmp_path, smollm2_tokenizer):
+    with framework_trainer(tmp_path, smollm2_tokenizer) as trainer:
+        metrics = trainer.train_step()
+        assert metrics["episodes"] == 4 and metrics["failed_episodes"] == 0
+        assert metrics["transitions"] >= 4  # at least one LLM call per episode
+        assert trainer.gateways["policy"].calls() == []  # every recorded call was taken
+        assert set(trainer.evaluate()) == {"eval_success_rate", "eval_score", "eval_failed"}
+
+
+def test_agent_builders_need_a_framework_and_trained_agents(tmp_path, smollm2_tokenizer):
+    def make(**config):
+        return Trainer(
+            TrainerConfig(
+                env="math-v0", model="tiny", output_dir=str(tmp_path), progress=False, **config
+            ),
+            model=tiny_model(len(smollm2_tokenizer)),
+            tokenizer=smollm2_tokenizer,
+            agent_builders={"verifier": lambda client, tools: None},
+        )
+
+    with pytest.raises(ValueError, match="needs config.framework"):
+        make()
+    with pytest.raises(ValueError, match="not trained"):  # math-v0's default team: the solver
+        make(framework="autogen")
