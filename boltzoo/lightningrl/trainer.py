@@ -720,8 +720,12 @@ class Trainer:
         self.skipped_updates = state["skipped_updates"]
         self.train_seconds = state.get("train_seconds", 0.0)
         self.task_rng.bit_generator.state = state["task_rng"]
+        # (checkpoints written before the policy map held one sampler's generator state)
+        generators = state.get("sampling_generators") or {
+            self.policy_names[0]: state.get("sampling_generator")
+        }
         for name, sampler in self._all_samplers().items():
-            generator_state = state["sampling_generators"].get(name)
+            generator_state = generators.get(name)
             if generator_state is not None:
                 sampler.generator.set_state(generator_state)
         self._sync_samplers(self.policy_names)
