@@ -81,6 +81,10 @@ class TrainerConfig:
     sampler_precision: str = _help(
         "fp32 | bf16: the dtype of the sampling copy (sampler=copy or vllm)", default="fp32"
     )
+    sampler_kwargs: dict[str, Any] = _help(
+        'extra keyword arguments of the vLLM engine, e.g. {"gpu_memory_utilization": 0.5}',
+        default_factory=dict,
+    )
     max_prompt_tokens: int | None = _help(
         "a longer prompt fails its episode, which is dropped with its group", default=None
     )

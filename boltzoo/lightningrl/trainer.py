@@ -265,7 +265,8 @@ class Trainer:
             from boltzoo.agents.vllm_policy import VLLMPolicy
 
             dtype = "bfloat16" if cfg.sampler_precision == "bf16" else "float32"
-            policy = VLLMPolicy(cfg.model, seed=cfg.seed + index, dtype=dtype, **sampling)
+            engine = {"dtype": dtype} | cfg.sampler_kwargs
+            policy = VLLMPolicy(cfg.model, seed=cfg.seed + index, **engine, **sampling)
             if adapter is not None:
                 policy.load_weights(merged_state_dict(model, adapter))
             return policy

@@ -79,3 +79,34 @@ def test_loaded_weights_are_the_ones_that_sample(policy, smollm2_tokenizer):
     assert all(c.policy_version == 1 for c in after)
     # The engine now samples from the new weights: its logprobs are the new model's.
     assert_logprobs_match(after, other, 0.8)
+
+
+def test_the_trainers_vllm_sampler_follows_the_learner(model_dir, smollm2_tokenizer, tmp_path):
+    from boltzoo.lightningrl import Trainer, TrainerConfig
+
+    config = TrainerConfig(
+        env="tokens-v0",
+        env_kwargs={"vocab_size": len(smollm2_tokenizer), "target_size": 3000},
+        model=str(model_dir),
+        output_dir=str(tmp_path / "run"),
+        steps=3,
+        tasks_per_step=4,
+        group_size=4,
+        max_new_tokens=8,
+        lr=5e-2,
+        save_every=0,
+        progress=False,
+        device="cpu",
+        sampler="vllm",
+        sampler_precision="fp32",
+        sampler_kwargs={"max_model_len": 512, "enforce_eager": True, "gpu_memory_utilization": 0.2},
+    )
+    trainer = Trainer(config)
+    history = trainer.train()
+    assert trainer.samplers["policy"].version == 3
+    # after each update the engine samples from the learner's weights: the learner recomputes the
+    # engine's logprobs (ratio about 1 on every step, the later ones included)
+    assert all(abs(m["ratio_mean"] - 1) < 1e-2 for m in history if "ratio_mean" in m)
+    completions = trainer.samplers["policy"].generate(CHATS)
+    assert all(c.policy_version == 3 for c in completions)
+    assert_logprobs_match(completions, trainer.model, temperature=1.0)
