@@ -75,14 +75,14 @@ def main() -> None:
             started = time.perf_counter()
             policy.generate(chats)
             direct_s.append(time.perf_counter() - started)
-            before = len(gateway._batcher.batch_sizes)
+            before = len(gateway.batch_sizes)
             started = time.perf_counter()
             with ThreadPoolExecutor(len(chats)) as pool:
                 list(
                     pool.map(lambda c: post(url, gateway.model_name, c, args.max_new_tokens), chats)
                 )
             gateway_s.append(time.perf_counter() - started)
-            batch_sizes.extend(gateway._batcher.batch_sizes[before:])
+            batch_sizes.extend(gateway.batch_sizes[before:])
 
     sequential_overhead = statistics.median(gateway_ms) - statistics.median(direct_ms)
     concurrent_overhead = (

@@ -110,6 +110,9 @@ def run_trl(minutes: float, eval_tasks: int, seed: int) -> dict:
         env.reset(options={"task_index": index})
         rows.append({"prompt": env.observe("solver")["messages"], "task_index": index})
 
+    successes: list[bool] = []  # filled by the reward function, one per completion
+    steps: list[dict] = []  # TRL's logged metrics, one per step
+
     def math_v0_reward(prompts, completions, task_index, **kwargs):
         """The env's own reward of each completion, played as the solver's one turn."""
         rewards = []
@@ -119,9 +122,6 @@ def run_trl(minutes: float, eval_tasks: int, seed: int) -> dict:
             rewards.append(float(env.rewards["solver"]))
             successes.append(bool(env.infos["solver"].get("success")))
         return rewards
-
-    successes: list[bool] = []
-    steps: list[dict] = []
 
     class WallClock(TrainerCallback):
         def on_train_begin(self, args, state, control, **kwargs):

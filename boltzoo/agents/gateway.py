@@ -331,9 +331,14 @@ class Gateway:
         return mine
 
     @property
+    def batch_sizes(self) -> list[int]:
+        """Return how many requests each policy call served so far, in order."""
+        return list(self._batcher.batch_sizes)
+
+    @property
     def mean_batch_size(self) -> float:
         """Return the mean number of requests served per policy call so far."""
-        sizes = self._batcher.batch_sizes
+        sizes = self.batch_sizes
         return sum(sizes) / len(sizes) if sizes else 0.0
 
     # --- one request -----------------------------------------------------------------------

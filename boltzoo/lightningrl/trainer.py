@@ -365,7 +365,7 @@ class Trainer:
         tasks = self.task_rng.choice(
             self.num_tasks, size=cfg.tasks_per_step, replace=self.num_tasks < cfg.tasks_per_step
         )
-        for model in {id(m): m for m in self.models.values()}.values():
+        for model in self.models.values():
             model.eval()
         episodes = rollout(
             self.env_id,
@@ -514,7 +514,7 @@ class Trainer:
     def _micro_batch_loss(self, model: Any, batch: list[Transition]) -> Any:
         cfg = self.config
         temperature = batch[0].temperature if batch[0].temperature is not None else cfg.temperature
-        pad = self.policy.pad_token_id if hasattr(self.policy, "pad_token_id") else 0
+        pad = getattr(self.policy, "pad_token_id", 0)  # any id will do: padding is masked
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.use_bf16):
             logprobs, mask, entropy = response_logprobs(
                 model, batch, temperature, pad, with_entropy=cfg.entropy_coef > 0
