@@ -16,8 +16,9 @@ Conventions every env follows:
   Text longer than ``max_action_chars`` is cut there and ``info["action_truncated"]`` is set.
 * Rewards: the terminal task reward is paid to every agent (the team's reward); envs may pay
   intermediate rewards from tool status (``tool_reward``, off by default), which never change
-  ``score`` or ``success``. When an episode ends, every agent's info holds ``"success"`` (bool)
-  and ``"score"`` (float in [0, 1]).
+  ``score`` or ``success``; with ``tool_reward_on_success=True`` they are held back and paid at
+  the end only if the episode succeeds (a bonus that failing episodes cannot farm). When an
+  episode ends, every agent's info holds ``"success"`` (bool) and ``"score"`` (float in [0, 1]).
 * ``reset(seed=..., options={"task_index": i})`` plays the i-th task of the split; without a
   task index the seed picks one. Unknown option keys are ignored.
 """
@@ -85,6 +86,8 @@ class LLMTurnEnv(AECEnv):
         max_action_chars: longer actions are cut to this many characters.
         tool_reward: intermediate reward paid to an agent for each tool call that succeeds
             (0 turns it off).
+        tool_reward_on_success: hold the tool rewards back and pay them with the team reward,
+            only when the episode succeeds (failed and truncated episodes get none of them).
     """
 
     metadata: ClassVar[dict[str, Any]] = {
@@ -105,6 +108,7 @@ class LLMTurnEnv(AECEnv):
         render_mode: str | None = None,
         max_action_chars: int = DEFAULT_MAX_ACTION_CHARS,
         tool_reward: float = 0.0,
+        tool_reward_on_success: bool = False,
     ):
         super().__init__()
         agents = tuple(agents) if not isinstance(agents, str) else (agents,)
@@ -127,6 +131,7 @@ class LLMTurnEnv(AECEnv):
         self.render_mode = render_mode
         self.max_action_chars = int(max_action_chars)
         self.tool_reward = float(tool_reward)
+        self.tool_reward_on_success = bool(tool_reward_on_success)
 
         # One space object per agent for the env's lifetime: api_test checks identity.
         self._observation_spaces = {
@@ -148,6 +153,7 @@ class LLMTurnEnv(AECEnv):
         self.transcript: list[tuple[str, str]] = []
         self._episode_span: trace.Span | None = None
         self._deferred_tool_rewards: dict[str, int] = {}
+        self._held_tool_rewards: dict[str, float] = {}  # tool_reward_on_success: paid at a success
 
     # --- what subclasses write -------------------------------------------------------------
 
@@ -223,6 +229,7 @@ class LLMTurnEnv(AECEnv):
         self.turn_count = 0
         self.transcript = []
         self._deferred_tool_rewards = {}
+        self._held_tool_rewards = {}
         self.episode = Episode(
             episode_id=uuid.uuid4().hex,
             env_id=self.env_id,
@@ -390,14 +397,22 @@ class LLMTurnEnv(AECEnv):
         self.rewards[agent] += float(amount)
 
     def _pay_tool_reward(self, agent: str, successes: int) -> None:
-        """Pay ``tool_reward`` per successful tool call, when intermediate rewards are on."""
-        if self.tool_reward and successes:
+        """Pay ``tool_reward`` per successful tool call, when intermediate rewards are on
+        (or hold it back for the end, with ``tool_reward_on_success``)."""
+        if not (self.tool_reward and successes):
+            return
+        if self.tool_reward_on_success:
+            held = self._held_tool_rewards.get(agent, 0.0)
+            self._held_tool_rewards[agent] = held + self.tool_reward * successes
+        else:
             self._pay(agent, self.tool_reward * successes)
 
     def _finish(self, *, score: float, success: bool, reward: float) -> None:
         """End the episode: pay every agent the team reward and record score and success."""
         for a in self.agents:
             self.rewards[a] += float(reward)
+            if success:  # tool rewards held back by tool_reward_on_success (else none)
+                self.rewards[a] += self._held_tool_rewards.get(a, 0.0)
             self.terminations[a] = True
             self.infos[a]["success"] = bool(success)
             self.infos[a]["score"] = float(score)

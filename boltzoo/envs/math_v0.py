@@ -12,8 +12,8 @@ r"""math-v0: word problems solved with a calculator tool (the paper's Calc-X tas
 Create it with every argument at its default::
 
     env = boltzoo.make("boltzoo/math-v0", level="easy", split="train", agents=("solver",),
-                       max_turns=6, tool_reward=0.0, format_reward=0.0, few_shot=True,
-                       lenient_answer=False)
+                       max_turns=6, tool_reward=0.0, tool_reward_on_success=False,
+                       format_reward=0.0, few_shot=True, lenient_answer=False)
 
 ## Agents and actions
 
@@ -42,11 +42,13 @@ next final answer is final.
 The task reward, paid to every agent when the episode ends: 1.0 when the solver's final answer
 matches the gold answer numerically (relative tolerance 1e-4; ``15%`` also matches 0.15), else 0.
 ``tool_reward`` (default 0, off) pays the acting agent that much per calculator call that
-evaluates without error; ``format_reward`` (default 0, off) pays the solver that much at the end
-when its final action has a final answer and well-formed ``<calc>`` tags. Neither changes
-``score`` or ``success``. Every agent's ``infos`` holds ``turns``, ``tool_calls`` and
-``tool_errors`` (the solver's calculator use, so far), and at the end ``success`` (bool),
-``score`` (0.0 or 1.0) and ``answer`` (the solver's final answer text, or None).
+evaluates without error (with ``tool_reward_on_success=True``, only at the end of an episode
+that succeeds: calculator calls in a failed episode earn nothing); ``format_reward`` (default
+0, off) pays the solver that much at the end when its final action has a final answer and
+well-formed ``<calc>`` tags. Neither changes ``score`` or ``success``. Every agent's ``infos``
+holds ``turns``, ``tool_calls`` and ``tool_errors`` (the solver's calculator use, so far), and
+at the end ``success`` (bool), ``score`` (0.0 or 1.0) and ``answer`` (the solver's final answer
+text, or None).
 
 ## Arguments
 
@@ -57,7 +59,8 @@ when its final action has a final answer and well-formed ``<calc>`` tags. Neithe
   ending ``#### N``) or ``"calcx"`` (Calc-X jsonl with ``question`` and ``result``), the last two
   read from ``path``; a file is one split: all its rows, in file order.
 * ``data_seed``: the generator's seed (default 0): another seed, other problems.
-* ``agents``, ``max_turns`` (default 6), ``tool_reward``, ``format_reward``, ``render_mode``
+* ``agents``, ``max_turns`` (default 6), ``tool_reward``, ``tool_reward_on_success``,
+  ``format_reward``, ``render_mode``
   (``"ansi"`` / ``"human"``), ``max_action_chars`` (default 200,000; longer actions are cut and
   ``info["action_truncated"]`` is set), ``few_shot`` (default True: one hand-written worked
   example in the solver's system prompt, never a task of any split), ``lenient_answer``
@@ -145,6 +148,7 @@ class raw_env(LLMTurnEnv):
         agents: Sequence[str] = (SOLVER,),
         max_turns: int = 6,
         tool_reward: float = 0.0,
+        tool_reward_on_success: bool = False,
         format_reward: float = 0.0,
         few_shot: bool = True,
         lenient_answer: bool = False,
@@ -157,6 +161,7 @@ class raw_env(LLMTurnEnv):
             render_mode=render_mode,
             max_action_chars=max_action_chars,
             tool_reward=tool_reward,
+            tool_reward_on_success=tool_reward_on_success,
         )
         self.format_reward = float(format_reward)
         self.lenient_answer = bool(lenient_answer)

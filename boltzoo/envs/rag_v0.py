@@ -49,8 +49,8 @@ supporting passage a search brings in for the first time; it never changes ``sco
   set's own corpus.
 * ``split``: generated: ``"train"`` or ``"test"``.
 * ``agents``, ``max_searches`` (default 2), ``k`` (default 5), ``retriever`` (``"dense"`` or
-  ``"bm25"``), ``max_turns`` (default ``max_searches + 1``), ``tool_reward``, ``render_mode``,
-  ``max_action_chars``.
+  ``"bm25"``), ``max_turns`` (default ``max_searches + 1``), ``tool_reward``,
+  ``tool_reward_on_success``, ``render_mode``, ``max_action_chars``.
 
 ## Version history
 
@@ -132,6 +132,7 @@ class raw_env(LLMTurnEnv):
         retriever: str = "dense",
         max_turns: int | None = None,
         tool_reward: float = 0.0,
+        tool_reward_on_success: bool = False,
         render_mode: str | None = None,
         max_action_chars: int = DEFAULT_MAX_ACTION_CHARS,
     ):
@@ -147,6 +148,7 @@ class raw_env(LLMTurnEnv):
             render_mode=render_mode,
             max_action_chars=max_action_chars,
             tool_reward=tool_reward,
+            tool_reward_on_success=tool_reward_on_success,
         )
         self.max_searches = int(max_searches)
         self.k = int(k)

@@ -55,7 +55,8 @@ and at the end ``success``, ``score`` and ``sql`` (the final query).
   same Chinook served by PostgreSQL.
 * ``agents``, ``max_rounds`` (default 3), ``max_turns`` (default ``1 + 2 * max_rounds``),
   ``schema_rows`` (example rows per table in the schema, default 3), ``query_time_limit_s``
-  (1.0), ``max_result_rows`` (1,000), ``tool_reward``, ``render_mode``, ``max_action_chars``.
+  (1.0), ``max_result_rows`` (1,000), ``tool_reward``, ``tool_reward_on_success``,
+  ``render_mode``, ``max_action_chars``.
 
 ## Version history
 
@@ -142,6 +143,7 @@ class raw_env(LLMTurnEnv):
         query_time_limit_s: float = 1.0,
         max_result_rows: int = 1000,
         tool_reward: float = 0.0,
+        tool_reward_on_success: bool = False,
         render_mode: str | None = None,
         max_action_chars: int = DEFAULT_MAX_ACTION_CHARS,
     ):
@@ -153,6 +155,7 @@ class raw_env(LLMTurnEnv):
             render_mode=render_mode,
             max_action_chars=max_action_chars,
             tool_reward=tool_reward,
+            tool_reward_on_success=tool_reward_on_success,
         )
         self.max_rounds = int(max_rounds)
         self.schema_rows = int(schema_rows)

@@ -53,6 +53,7 @@ replace=False)``, also exposed as ``env.unwrapped.target_token_ids`` (a frozense
 * ``split``: ``"train"`` (default) or ``"test"``, accepted for a uniform interface with the
   other envs; both hold the same prompts (the prompt plays no part in the reward).
 * ``max_turns`` (default 1; the episode ends after one turn whatever it is), ``tool_reward``,
+  ``tool_reward_on_success``,
   ``render_mode`` (``"ansi"`` / ``"human"``), ``max_action_chars`` (cuts the text only; token
   ids are scored as given).
 
@@ -124,6 +125,7 @@ class raw_env(LLMTurnEnv):
         render_mode: str | None = None,
         max_action_chars: int = DEFAULT_MAX_ACTION_CHARS,
         tool_reward: float = 0.0,
+        tool_reward_on_success: bool = False,
     ):
         super().__init__(
             agents=(WRITER,),
@@ -131,6 +133,7 @@ class raw_env(LLMTurnEnv):
             render_mode=render_mode,
             max_action_chars=max_action_chars,
             tool_reward=tool_reward,
+            tool_reward_on_success=tool_reward_on_success,
         )
         for name, value in (("vocab_size", vocab_size), ("target_size", target_size)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)):

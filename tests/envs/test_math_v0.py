@@ -241,6 +241,24 @@ def test_tool_and_format_rewards_are_paid_but_never_change_score():
     assert shaped.steps[0].rewards == {"solver": pytest.approx(0.1)}
 
 
+def test_tool_reward_on_success_is_paid_at_the_end_of_successful_episodes_only():
+    gold = boltzoo.make("math-v0").unwrapped.tasks[0].answer
+    calls = "<calc>2+2</calc> <calc>3*3</calc> <calc>1/0</calc>"  # two succeed, one fails
+    gated = {"tool_reward": 0.1, "tool_reward_on_success": True}
+    right = play(boltzoo.make("math-v0", **gated), {"solver": [calls, f"\\boxed{{{gold}}}"]})
+    wrong = play(boltzoo.make("math-v0", **gated), {"solver": [calls, "\\boxed{-1}"]})
+    # Nothing is paid as the calls are made: a failing episode cannot farm the bonus.
+    assert right.episode.steps[0].rewards == wrong.episode.steps[0].rewards == {"solver": 0.0}
+    # At a success, the two calls that evaluated are paid with the task reward (1 + 2 * 0.1).
+    assert right.episode.success and right.episode.returns()["solver"] == pytest.approx(1.2)
+    assert right.episode.steps[-1].rewards == {"solver": pytest.approx(1.2)}
+    assert not wrong.episode.success and wrong.episode.returns()["solver"] == 0.0
+    # A truncated episode is a failure too: the calls made before the turn limit earn nothing.
+    cut = play(boltzoo.make("math-v0", max_turns=2, **gated), {"solver": [calls, calls]})
+    assert cut.episode.truncated and cut.episode.returns()["solver"] == 0.0
+    assert cut.episode.steps[-1].info["tool_calls"] == 6
+
+
 ATTACKS = [
     "<calc>9**9**9**9</calc>",
     "<calc>__import__('os').system('id')</calc>",
