@@ -6,6 +6,7 @@ import json
 import os
 import platform
 import shlex
+import subprocess
 import sys
 from datetime import date
 from pathlib import Path
@@ -50,4 +51,41 @@ def write_record(path: Path, rows: list[dict[str, Any]], **extra: Any) -> None:
         "results": rows,
     }
     path.write_text(json.dumps(record, indent=2) + "\n")
+    print(f"wrote {path}")
+
+
+def train(run_dir: Path, cli_args: list[str]) -> list[dict[str, Any]]:
+    """Run ``boltzoo train ... --output-dir run_dir`` (printing it); return its metrics rows."""
+    from boltzoo.lightningrl.report import read_metrics
+
+    command = [sys.executable, "-m", "boltzoo.cli", "train", *cli_args]
+    command += ["--output-dir", str(run_dir)]
+    print("$ boltzoo train", " ".join(shlex.quote(a) for a in command[4:]), flush=True)
+    subprocess.run(command, check=True)
+    return read_metrics(run_dir)
+
+
+def plot_panels(
+    curves: dict[str, dict[str, list[float]]], panels: dict[str, str], path: Path
+) -> None:
+    """Draw one panel per metric (``{metric: title}``), one line per variant, against minutes.
+
+    ``curves[variant]`` holds ``"minutes"`` and each metric, as lists of the same length.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2), squeeze=False)
+    for ax, (metric, title) in zip(axes[0], panels.items(), strict=True):
+        for variant, curve in curves.items():
+            ax.plot(curve["minutes"], curve[metric], label=variant)
+        ax.set_title(title)
+        ax.set_xlabel("minutes of training")
+        ax.grid(True, alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
     print(f"wrote {path}")
