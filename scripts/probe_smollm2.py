@@ -6,7 +6,8 @@ Two probes, both on the model as ``boltzoo`` loads it (the pip package's Q4_1 GG
 sampled in bf16):
 
 * bare arithmetic, greedy: ``"A OP B = ?"`` for 40 random pairs per number range and operator;
-  right when the reply's last number is the value;
+  right when the reply's answer (marked, else its last number, as math-v0's
+  ``lenient_answer`` reads it) is the value;
 * math-v0 (``--level``), per template: 10 train problems x 4 samples at temperature 0.7 with the
   env's system prompt and 64 new tokens, as the demo samples them. ``success``: the last number
   of the reply is the answer (the demo's ``lenient_answer``); ``right expression``: somewhere
@@ -37,26 +38,25 @@ EXPRESSION_RE = re.compile(r"\(?\d+(?:\.\d+)?\)?(?:\s*[-+*/x×]\s*\(?\d+(?:\.\d+
 OPERATORS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
 
 
-def last_number(text: str) -> str | None:
-    """Return the last number written in ``text`` (thousands commas dropped), or None."""
-    numbers = re.findall(r"-?\d+(?:\.\d+)?", text.replace(",", ""))
-    return numbers[-1] if numbers else None
+def is_right(reply: str, gold: str) -> bool:
+    """Return whether the reply's answer (marked, else its last number) equals ``gold``."""
+    answer = extract_answer(reply, fallback_last_number=True)
+    return answer is not None and numbers_match(answer, gold)
 
 
-def probe_arithmetic(policy: TransformersPolicy, pairs_per_cell: int) -> list[dict]:
+def probe_arithmetic(policy: TransformersPolicy, n: int) -> list[dict]:
     """Return greedy accuracy on ``A OP B = ?`` per number range and operator."""
     rng = random.Random(0)
     rows = []
     for low, high in ((2, 9), (10, 99)):
         for op, apply in OPERATORS.items():
-            pairs = [sorted((rng.randint(low, high), rng.randint(low, high))) for _ in range(40)]
-            pairs = [(b, a) for a, b in pairs[:pairs_per_cell]]  # larger first: no negatives
+            pairs = [sorted((rng.randint(low, high), rng.randint(low, high))) for _ in range(n)]
+            pairs = [(b, a) for a, b in pairs]  # larger first: no negatives
             replies = policy.generate(
                 [[{"role": "user", "content": f"{a} {op} {b} = ?"}] for a, b in pairs]
             )
             right = sum(
-                numbers_match(last_number(r.text) or "nan", str(apply(a, b)))
-                for (a, b), r in zip(pairs, replies, strict=True)
+                is_right(r.text, str(apply(a, b))) for (a, b), r in zip(pairs, replies, strict=True)
             )
             rows.append({"probe": "arithmetic", "numbers": f"{low}-{high}", "operator": op,
                          "right": right, "of": len(pairs)})  # fmt: skip
@@ -80,8 +80,7 @@ def probe_math(policy: TransformersPolicy, level: str, per_template: int) -> lis
     ]
     success, expression = collections.Counter(), collections.Counter()
     for task, reply in zip(tasks, policy.generate(chats), strict=True):
-        answer = extract_answer(reply.text, fallback_last_number=True)
-        success[task.template] += answer is not None and numbers_match(answer, task.answer)
+        success[task.template] += is_right(reply.text, task.answer)
         values = [
             evaluate(m.group(0).replace("x", "*").replace("×", "*"))
             for m in EXPRESSION_RE.finditer(reply.text.replace(",", ""))

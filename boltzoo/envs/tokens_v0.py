@@ -53,9 +53,8 @@ replace=False)``, also exposed as ``env.unwrapped.target_token_ids`` (a frozense
 * ``split``: ``"train"`` (default) or ``"test"``, accepted for a uniform interface with the
   other envs; both hold the same prompts (the prompt plays no part in the reward).
 * ``max_turns`` (default 1; the episode ends after one turn whatever it is), ``tool_reward``,
-  ``tool_reward_on_success``,
-  ``render_mode`` (``"ansi"`` / ``"human"``), ``max_action_chars`` (cuts the text only; token
-  ids are scored as given).
+  ``tool_reward_on_success``, ``render_mode`` (``"ansi"`` / ``"human"``), ``max_action_chars``
+  (cuts the text only; token ids are scored as given).
 
 ## Version history
 
