@@ -124,7 +124,9 @@ class TrainerConfig:
 
     # --- evaluation, checkpoints, hardware
     eval_every: int = _help("evaluate every K steps (0: never)", default=0)
-    eval_tasks: int = _help("held-out tasks per evaluation (greedy decoding)", default=64)
+    eval_tasks: int = _help(
+        "held-out tasks per evaluation, spread evenly over the split (greedy decoding)", default=64
+    )
     save_every: int = _help("checkpoint every K steps (and always at the end)", default=10)
     device: str | None = _help("cpu, cuda, ... (default: cuda when there is one)", default=None)
     precision: str = _help(

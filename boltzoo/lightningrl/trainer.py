@@ -84,6 +84,14 @@ def micro_batches(
     return batches
 
 
+def evaluation_tasks(num_tasks: int, count: int) -> list[int]:
+    """Return ``count`` task indices spread evenly over ``range(num_tasks)`` (all of them when
+    ``count >= num_tasks``), in order."""
+    if count >= num_tasks:
+        return list(range(num_tasks))
+    return [i * num_tasks // count for i in range(count)]
+
+
 def response_logprobs(
     model: Any,
     batch: list[Transition],
@@ -561,7 +569,13 @@ class Trainer:
         return named
 
     def evaluate(self) -> dict[str, float]:
-        """Return held-out success rate and mean score, greedy decoding, without updating."""
+        """Return held-out success rate, mean score and the trained agents' mean episode return
+        (``eval_return``, each agent's rewards summed, averaged over agents), greedy decoding,
+        without updating.
+
+        The ``eval_tasks`` tasks are spread evenly over the held-out split (every task when it
+        has no more), so that a split ordered by database or template is sampled across.
+        """
         cfg = self.config
         kwargs = cfg.env_kwargs | cfg.eval_env_kwargs
         num_tasks = make(self.env_id, **kwargs).unwrapped.num_tasks
@@ -573,7 +587,7 @@ class Trainer:
             episodes = rollout(
                 self.env_id,
                 self.policies(),
-                tasks=range(min(cfg.eval_tasks, num_tasks)),
+                tasks=evaluation_tasks(num_tasks, cfg.eval_tasks),
                 seed=cfg.seed,
                 progress=False,
                 **kwargs,
@@ -585,9 +599,13 @@ class Trainer:
                     p.generator.set_state(generator_state)
         ok = [e for e in episodes if not e.failed]
         n = max(1, len(episodes))
+        trained = sorted(self.train_agents)
+        # the return includes shaping (tool and format rewards) that the score leaves out
+        returns = [np.mean([e.returns().get(a, 0.0) for a in trained]) for e in ok]
         return {
             "eval_success_rate": sum(bool(e.success) for e in ok) / n,
             "eval_score": sum(e.score or 0.0 for e in ok) / n,
+            "eval_return": float(sum(returns)) / n,
             "eval_failed": len(episodes) - len(ok),
         }
 

@@ -90,7 +90,12 @@ def test_a_framework_training_step_and_evaluation_run_end_to_end(tmp_path, smoll
         assert metrics["episodes"] == 4 and metrics["failed_episodes"] == 0
         assert metrics["transitions"] >= 4  # at least one LLM call per episode
         assert trainer.gateways["policy"].calls() == []  # every recorded call was taken
-        assert set(trainer.evaluate()) == {"eval_success_rate", "eval_score", "eval_failed"}
+        assert set(trainer.evaluate()) == {
+            "eval_success_rate",
+            "eval_score",
+            "eval_return",
+            "eval_failed",
+        }
 
 
 def test_agent_builders_need_a_framework_and_trained_agents(tmp_path, smollm2_tokenizer):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
@@ -10,7 +11,7 @@ import torch
 from boltzoo.agents.models import tiny_model
 from boltzoo.lightningrl import checkpoint as checkpoint_module
 from boltzoo.lightningrl.config import TrainerConfig
-from boltzoo.lightningrl.trainer import Trainer, micro_batches
+from boltzoo.lightningrl.trainer import Trainer, evaluation_tasks, micro_batches
 
 
 def tokens_config(tmp_path, smollm2_tokenizer, **overrides):
@@ -167,3 +168,26 @@ def test_micro_batches_bucket_by_length_within_the_token_budget():
     lengths = [[len(x.prompt_token_ids) + len(x.response_token_ids) for x in b] for b in buckets]
     # sorted by length; a bucket grows while (sequences x longest) stays within 130 tokens
     assert lengths == [[10, 10], [60, 60], [120]]
+
+
+def test_evaluation_tasks_spread_over_the_split_without_repeats():
+    # a split ordered by database or template must be sampled across, not only its head
+    picked = evaluation_tasks(600, 48)
+    assert len(picked) == len(set(picked)) == 48
+    assert picked[0] == 0 and picked[-1] >= 600 - 13  # from the head to the tail
+    assert {b - a for a, b in itertools.pairwise(picked)} == {12, 13}
+    assert evaluation_tasks(5, 64) == [0, 1, 2, 3, 4]
+    assert evaluation_tasks(7, 7) == list(range(7))
+
+
+def test_eval_return_is_the_trained_agents_summed_reward(tmp_path, smollm2_tokenizer):
+    # tokens-v0 pays its score once, as the reward, and has no shaping: the two must agree
+    # (every id is a target: each greedy response scores 1.0, whatever the random model writes)
+    vocab = len(smollm2_tokenizer)
+    env_kwargs = {"vocab_size": vocab, "target_size": vocab}
+    config = tokens_config(tmp_path, smollm2_tokenizer, env_kwargs=env_kwargs, eval_tasks=8)
+    trainer = Trainer(config, model=tiny_model(vocab), tokenizer=smollm2_tokenizer)
+    evaluation = trainer.evaluate()
+    assert evaluation["eval_failed"] == 0
+    assert evaluation["eval_score"] == pytest.approx(1.0)
+    assert evaluation["eval_return"] == pytest.approx(1.0)  # paid once, not per step or agent
