@@ -24,7 +24,7 @@ from typing import Any
 
 from boltzoo.agents.scripted import SCRIPTED_POLICIES
 from boltzoo.episode import Episode
-from boltzoo.lightningrl.rollout import rollout
+from boltzoo.lightningrl.rollout import evaluation_tasks, rollout
 from boltzoo.registration import make, registered_envs, resolve_env_id
 from boltzoo.tracing import configure_from_env
 
@@ -107,8 +107,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
         policy = SCRIPTED_POLICIES[args.policy]()
         policies, label = {agent: policy for agent in agents}, args.policy
     count = args.episodes if args.episodes is not None else num_tasks
-    # Evaluation plays the split's first tasks in order, so runs compare like with like.
-    tasks = [i % num_tasks for i in range(count)]
+    # The same tasks as a training run's evaluation of that size (spread over the split), so
+    # runs compare like with like; more episodes than tasks go round the split again.
+    if count < num_tasks:
+        tasks = evaluation_tasks(num_tasks, count)
+    else:
+        tasks = [i % num_tasks for i in range(count)]
     started = time.perf_counter()
     try:
         episodes = rollout(
@@ -279,7 +283,12 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--max-new-tokens", type=int, default=256)
     ev.add_argument("--temperature", type=float, default=0.0, help="0: greedy decoding")
     ev.add_argument("--top-p", type=float, default=1.0)
-    ev.add_argument("--episodes", type=int, default=None, help="default: every task of the split")
+    ev.add_argument(
+        "--episodes",
+        type=int,
+        default=None,
+        help="default: every task of the split; fewer are spread evenly over it",
+    )
     ev.add_argument("--split", default="test")
     ev.add_argument("--seed", type=int, default=0)
     ev.add_argument(

@@ -163,3 +163,22 @@ def test_train_runs_checkpoints_and_a_larger_steps_extends_the_resumed_run(
     steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert steps == [1, 2, 3]
     assert "step 3: reward" in capsys.readouterr().out
+
+
+def test_eval_of_part_of_a_split_plays_tasks_spread_over_it(capsys, monkeypatch):
+    # sql-v0's test split is ordered by database: its first 8 tasks are all from one
+    import boltzoo.cli as cli
+    from boltzoo.lightningrl.rollout import rollout
+
+    played = []
+
+    def recording_rollout(*args, tasks, **kwargs):
+        played.extend(tasks)
+        return rollout(*args, tasks=tasks, **kwargs)
+
+    monkeypatch.setattr(cli, "rollout", recording_rollout)
+    assert main(["eval", "sql-v0", "--policy", "oracle", "--episodes", "8", "--quiet"]) == 0
+    env = cli.make("boltzoo/sql-v0", split="test").unwrapped
+    assert len(set(played)) == 8
+    assert len({env.tasks[i].db_id for i in played}) > 1
+    assert len({env.tasks[i].db_id for i in range(8)}) == 1  # what the head alone would give

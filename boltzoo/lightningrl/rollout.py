@@ -95,6 +95,15 @@ def _error_text(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}{place}"
 
 
+def evaluation_tasks(num_tasks: int, count: int) -> list[int]:
+    """Return ``count`` task indices spread evenly over ``range(num_tasks)``, in order (every
+    index when ``count >= num_tasks``): an evaluation of part of a split ordered by database or
+    template samples across it, and two evaluations of the same size play the same tasks."""
+    if count >= num_tasks:
+        return list(range(num_tasks))
+    return [i * num_tasks // count for i in range(count)]
+
+
 def rollout(
     env_id: str,
     policies: Mapping[str, Policy | Callable[[dict[str, Any]], str | Completion]],

@@ -42,7 +42,7 @@ from boltzoo.lightningrl.advantages import compute_advantages
 from boltzoo.lightningrl.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from boltzoo.lightningrl.config import TrainerConfig
 from boltzoo.lightningrl.loss import policy_loss
-from boltzoo.lightningrl.rollout import rollout
+from boltzoo.lightningrl.rollout import evaluation_tasks, rollout
 from boltzoo.lightningrl.transitions import Transition, flatten, select_agents
 from boltzoo.lightningrl.weights import (
     adapter_parameters,
@@ -82,14 +82,6 @@ def micro_batches(
     if current:
         batches.append(current)
     return batches
-
-
-def evaluation_tasks(num_tasks: int, count: int) -> list[int]:
-    """Return ``count`` task indices spread evenly over ``range(num_tasks)`` (all of them when
-    ``count >= num_tasks``), in order."""
-    if count >= num_tasks:
-        return list(range(num_tasks))
-    return [i * num_tasks // count for i in range(count)]
 
 
 def response_logprobs(

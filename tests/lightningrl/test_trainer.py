@@ -11,7 +11,8 @@ import torch
 from boltzoo.agents.models import tiny_model
 from boltzoo.lightningrl import checkpoint as checkpoint_module
 from boltzoo.lightningrl.config import TrainerConfig
-from boltzoo.lightningrl.trainer import Trainer, evaluation_tasks, micro_batches
+from boltzoo.lightningrl.rollout import evaluation_tasks
+from boltzoo.lightningrl.trainer import Trainer, micro_batches
 
 
 def tokens_config(tmp_path, smollm2_tokenizer, **overrides):
