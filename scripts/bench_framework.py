@@ -8,12 +8,13 @@ its tool), which calls SmolLM2 over HTTP through boltzoo's OpenAI-compatible gat
 trains a LoRA adapter on the calls the gateway recorded (exact token ids and logprobs) and the
 gateway serves the new weights from the next step on. The agent is never edited.
 
-The env pays the task reward (a right ``\\boxed{}`` answer: 1) and ``format_reward=1.0`` for a
-marked final answer, a signal SmolLM2-135M can learn within minutes (it rarely marks its answer,
-and when it does the arithmetic is mostly wrong: BENCHMARKS.md). Held-out figures (greedy,
-``--eval-tasks`` test problems) before and after: success (a right marked answer) and the share
-of marked answers (the trained agent's return less its task reward). Writes them to ``--out``
-and the training curves to a PNG next to it.
+The env pays the task reward (a right marked final answer: 1) and ``format_reward=1.0`` for a
+marked final answer (``\\boxed{}``, a ``####`` line or an ``Answer:`` line), a signal SmolLM2-135M
+can learn within minutes (it rarely marks its answer, and when it does the arithmetic is mostly
+wrong: BENCHMARKS.md). Held-out figures (greedy, ``--eval-tasks`` test problems spread over the
+split) before and after: success (a right marked answer) and the share of marked answers (the
+trained agent's return less its task reward). Writes them to ``--out`` and the training curves
+to a PNG next to it.
 """
 
 from __future__ import annotations

@@ -45,11 +45,11 @@ def held_out(run_dir: Path, split: str) -> dict[str, float]:
     from boltzoo.lightningrl.trainer import Trainer
 
     config = TrainerConfig.load(run_dir / "config.json", eval_env_kwargs={"split": split})
-    trainer = Trainer(config)
-    before = trainer.evaluate()
-    if not trainer.resume():
-        raise RuntimeError(f"{run_dir} holds no checkpoint")
-    after = trainer.evaluate()
+    with Trainer(config) as trainer:
+        before = trainer.evaluate()
+        if not trainer.resume():
+            raise RuntimeError(f"{run_dir} holds no checkpoint")
+        after = trainer.evaluate()
     return {
         f"{split}_success_before": before["eval_success_rate"],
         f"{split}_success_after": after["eval_success_rate"],
@@ -74,20 +74,26 @@ def main() -> None:
     for key in ("success_rate", *(f"reward/{agent}" for agent in TRAINED)):
         curve[key] = [m[key] for m in steps]
     # The writer acts once an episode and its return is the score plus the tool reward when its
-    # query ran: what is left after the score is the share of writer queries that ran.
+    # query ran: what is left after the score is the share of writer queries that ran. That holds
+    # while every episode is learned from (reward/<agent> averages the kept groups' calls only).
+    lost = sum(m["failed_episodes"] + m["dropped_groups"] for m in steps)
+    exact = args.tool_reward and not lost
     curve["writer_query_ran"] = [
-        (m["reward/writer"] - m["score"]) / args.tool_reward if args.tool_reward else None
-        for m in steps
+        (m["reward/writer"] - m["score"]) / args.tool_reward if exact else None for m in steps
     ]
-    quarter = max(1, len(steps) // 4)
+    episodes = sum(m["episodes"] for m in steps)
     row = {
         "steps": len(steps),
+        "train_minutes": steps[-1]["train_seconds"] / 60,
         "seconds_per_step": steps[-1]["train_seconds"] / len(steps),
-        "writer_query_ran_all_steps": (
-            sum(curve["writer_query_ran"]) / len(steps) if args.tool_reward else None
-        ),
-        "train_success_first_quarter": sum(m["success_rate"] for m in steps[:quarter]) / quarter,
-        "train_success_last_quarter": sum(m["success_rate"] for m in steps[-quarter:]) / quarter,
+        "episodes": episodes,
+        "failed_episodes_and_dropped_groups": lost,
+        "writer_query_ran_all_steps": sum(curve["writer_query_ran"]) / len(steps)
+        if exact
+        else None,
+        # the checker is not trained: every call past the writer's one is the rewriter's
+        "rewriter_calls": sum(m["transitions"] for m in steps) - episodes if not lost else None,
+        "train_successes": round(sum(m["success_rate"] * m["episodes"] for m in steps)),
         "test_success_before": evals[0]["eval_success_rate"],
         "test_success_after": evals[-1]["eval_success_rate"],
         **held_out(args.run, "test_unseen"),
@@ -99,7 +105,7 @@ def main() -> None:
         write_record(args.out, [row])
         panels = {"success_rate": "team success (training, sampled)"}
         panels |= {f"reward/{agent}": f"reward paid to the {agent}" for agent in TRAINED}
-        if args.tool_reward:
+        if exact:
             panels["writer_query_ran"] = "writer queries that execute"
         plot_panels({"sql team": curve}, panels, args.out.with_suffix(".png"))
 

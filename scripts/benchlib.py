@@ -55,8 +55,15 @@ def write_record(path: Path, rows: list[dict[str, Any]], **extra: Any) -> None:
 
 
 def train(run_dir: Path, cli_args: list[str]) -> list[dict[str, Any]]:
-    """Run ``boltzoo train ... --output-dir run_dir`` (printing it); return its metrics rows."""
+    """Run ``boltzoo train ... --output-dir run_dir`` (printing it); return its metrics rows.
+
+    ``run_dir`` must not hold an earlier run: its metrics and checkpoints would mix with this
+    one's.
+    """
     from boltzoo.lightningrl.report import read_metrics
+
+    if run_dir.exists() and any(run_dir.iterdir()):
+        raise SystemExit(f"{run_dir} holds an earlier run: remove it, or pick another folder")
 
     command = [sys.executable, "-m", "boltzoo.cli", "train", *cli_args]
     command += ["--output-dir", str(run_dir)]
