@@ -23,7 +23,7 @@ import argparse
 import json
 from pathlib import Path
 
-from benchlib import plot_panels, train, write_record
+from benchlib import LORA_RUN_ARGS, plot_panels, train, write_record
 
 
 def train_args(args: argparse.Namespace) -> list[str]:
@@ -32,12 +32,8 @@ def train_args(args: argparse.Namespace) -> list[str]:
     return [
         "math-v0", "--model", args.model, "--framework", args.framework,
         "--env-kwargs", json.dumps(env_kwargs), "--train-agents", '["solver"]',
-        "--max-train-minutes", str(args.minutes), "--steps", "1000",
-        "--tasks-per-step", "8", "--group-size", "4", "--max-new-tokens", "64",
-        "--temperature", "0.7", "--lr", "5e-4", "--lora-r", "16", "--lora-alpha", "32",
-        "--sampler", "copy", "--sampler-precision", "bf16", "--precision", "bf16",
-        "--eval-every", "1000", "--eval-tasks", str(args.eval_tasks), "--save-every", "0",
-        "--seed", "0",
+        "--max-train-minutes", str(args.minutes), "--max-new-tokens", "64",
+        "--eval-every", "1000", "--eval-tasks", str(args.eval_tasks), *LORA_RUN_ARGS,
     ]  # fmt: skip
 
 

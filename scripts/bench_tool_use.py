@@ -22,7 +22,7 @@ import argparse
 import json
 from pathlib import Path
 
-from benchlib import plot_panels, train, write_record
+from benchlib import LORA_RUN_ARGS, plot_panels, train, write_record
 
 VARIANTS = {
     "plain": {},
@@ -39,11 +39,7 @@ def train_args(variant: str, args: argparse.Namespace) -> list[str]:
     return [
         "math-v0", "--model", args.model, "--env-kwargs", json.dumps(env_kwargs),
         "--train-agents", '["solver"]', "--max-train-minutes", str(args.minutes),
-        "--steps", "1000", "--tasks-per-step", "8", "--group-size", "4",
-        "--max-new-tokens", "64", "--temperature", "0.7", "--lr", "5e-4",
-        "--lora-r", "16", "--lora-alpha", "32", "--sampler", "copy",
-        "--sampler-precision", "bf16", "--precision", "bf16", "--eval-every", "0",
-        "--save-every", "0", "--seed", "0",
+        "--max-new-tokens", "64", "--eval-every", "0", *LORA_RUN_ARGS,
     ]  # fmt: skip
 
 

@@ -1,4 +1,5 @@
-"""What every benchmark script shares: how it names the machine and records its results."""
+"""What every benchmark script shares: how it names the machine, records its results and runs
+the training benchmarks (their common settings, the run, the plots)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,16 @@ import sys
 from datetime import date
 from pathlib import Path
 from typing import Any
+
+# What the SmolLM2 training benchmarks share (``boltzoo train`` arguments): a LoRA adapter (r 16),
+# 8 tasks x 4 samples a step, the demo's temperature and learning rate, a bf16 sampling copy, a
+# step budget that the time cap always ends first, no intermediate checkpoints, seed 0.
+LORA_RUN_ARGS = [
+    "--steps", "1000", "--tasks-per-step", "8", "--group-size", "4",
+    "--temperature", "0.7", "--lr", "5e-4", "--lora-r", "16", "--lora-alpha", "32",
+    "--sampler", "copy", "--sampler-precision", "bf16", "--precision", "bf16",
+    "--save-every", "0", "--seed", "0",
+]  # fmt: skip
 
 
 def machine_description() -> str:

@@ -591,9 +591,8 @@ class Trainer:
                     p.generator.set_state(generator_state)
         ok = [e for e in episodes if not e.failed]
         n = max(1, len(episodes))
-        trained = sorted(self.train_agents)
         # the return includes shaping (tool and format rewards) that the score leaves out
-        returns = [np.mean([e.returns().get(a, 0.0) for a in trained]) for e in ok]
+        returns = [np.mean([e.returns().get(a, 0.0) for a in self.train_agents]) for e in ok]
         return {
             "eval_success_rate": sum(bool(e.success) for e in ok) / n,
             "eval_score": sum(e.score or 0.0 for e in ok) / n,
