@@ -21,7 +21,8 @@ class CountingPolicy:
 def test_every_pending_turn_goes_to_the_policy_in_one_batch():
     policy = CountingPolicy()
     episodes = boltzoo.rollout("math-v0", {"solver": policy}, episodes=12, progress=False)
-    assert policy.batches == [12]
+    # The oracle calls the calculator, then answers: two ticks, each with every episode's turn.
+    assert policy.batches == [12, 12]
     assert all(e.success for e in episodes)
 
 
@@ -34,7 +35,8 @@ def test_agents_sharing_a_policy_share_its_batches():
         agents=("solver", "verifier"),
         progress=False,
     )
-    assert policy.batches == [5, 5]  # all solvers, then all verifiers
+    # all solvers (a calculator turn, then the answer), then all verifiers
+    assert policy.batches == [5, 5, 5]
 
 
 def test_tasks_and_group_size_give_groups_of_the_same_task():

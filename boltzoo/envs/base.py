@@ -88,6 +88,9 @@ class LLMTurnEnv(AECEnv):
             (0 turns it off).
         tool_reward_on_success: hold the tool rewards back and pay them with the team reward,
             only when the episode succeeds (failed and truncated episodes get none of them).
+        prompts: system prompts by agent name, replacing the env's defaults
+            (``default_prompts``) for the agents named; every episode records the prompts it
+            was played with in ``episode.metadata["prompts"]``.
     """
 
     metadata: ClassVar[dict[str, Any]] = {
@@ -99,6 +102,8 @@ class LLMTurnEnv(AECEnv):
     agent_variants: ClassVar[tuple[tuple[str, ...], ...]] = ()
     # The env's tools, callable by framework agents through call_tool (text agents use syntax).
     tools: ClassVar[tuple[ToolSpec, ...]] = ()
+    # Each agent's system prompt unless ``prompts=`` replaces it.
+    default_prompts: ClassVar[dict[str, str]] = {}
 
     def __init__(
         self,
@@ -109,6 +114,7 @@ class LLMTurnEnv(AECEnv):
         max_action_chars: int = DEFAULT_MAX_ACTION_CHARS,
         tool_reward: float = 0.0,
         tool_reward_on_success: bool = False,
+        prompts: Mapping[str, str] | None = None,
     ):
         super().__init__()
         agents = tuple(agents) if not isinstance(agents, str) else (agents,)
@@ -132,6 +138,20 @@ class LLMTurnEnv(AECEnv):
         self.max_action_chars = int(max_action_chars)
         self.tool_reward = float(tool_reward)
         self.tool_reward_on_success = bool(tool_reward_on_success)
+        prompts = dict(prompts or {})
+        known = {a for variant in self.agent_variants for a in variant}
+        for agent, prompt in prompts.items():
+            if agent not in known:
+                raise UnknownAgentError(
+                    f"prompts names {shorten(agent)}, which is not an agent of {self.env_id} "
+                    f"(its agents: {sorted(known)})"
+                )
+            if not isinstance(prompt, str):
+                raise TypeError(f"the prompt of {agent!r} must be a str, got {shorten(prompt)}")
+        # The system prompt each agent's model sees: the env's default unless replaced.
+        self.prompts: dict[str, str] = {
+            a: prompts.get(a, self.default_prompts.get(a, "")) for a in sorted(known)
+        }
 
         # One space object per agent for the env's lifetime: api_test checks identity.
         self._observation_spaces = {
@@ -237,6 +257,7 @@ class LLMTurnEnv(AECEnv):
             task_index=task_index,
             agents=list(self.possible_agents),
             seed=seed,
+            metadata={"prompts": {a: self.prompts[a] for a in self.possible_agents}},
         )
         self._skip_agent_selection = None
         self._end_episode_span("abandoned: reset before the episode ended")

@@ -13,7 +13,8 @@ Create it with every argument at its default::
 
     env = boltzoo.make("boltzoo/math-v0", level="easy", split="train", agents=("solver",),
                        max_turns=6, tool_reward=0.0, tool_reward_on_success=False,
-                       format_reward=0.0, few_shot=True, lenient_answer=False)
+                       format_reward=0.0, few_shot=True, lenient_answer=False,
+                       system_prompt=None, prompts=None)
 
 ## Agents and actions
 
@@ -68,6 +69,18 @@ text, or None).
   final answer, its last number is taken as the answer instead of scoring 0, as GSM8K's
   "flexible extract" does; the verifier, if any, is skipped then; ``format_reward`` still
   needs a marked answer).
+* ``system_prompt``: the solver's system prompt, replacing the default (and its worked
+  example); ``prompts``: system prompts by agent, e.g. ``{"verifier": "..."}`` (the solver's
+  given either way, not both). Whatever the prompt asks for, every answer marker above counts,
+  so a prompt may ask for the ``Answer: N`` line a model already writes. The prompts played
+  are in ``episode.metadata["prompts"]``.
+
+## Scripted policies
+
+``oracle_action`` demonstrates the way the env is meant to be solved: a first turn that calls
+the calculator with the task's expression (``<calc>50+41-27</calc>``) and, after the tool
+message, ``The answer is \boxed{64}.``; with too few turns left for that it answers at once.
+``naive_action`` boxes the question's last number.
 
 ## Version history
 
@@ -128,6 +141,10 @@ class raw_env(LLMTurnEnv):
     metadata = {"render_modes": ["ansi", "human"], "name": "math_v0", "is_parallelizable": False}
     env_id = "boltzoo/math-v0"
     agent_variants = ((SOLVER,), (SOLVER, VERIFIER))
+    default_prompts = {
+        SOLVER: SOLVER_SYSTEM_PROMPT + SOLVER_FEW_SHOT,
+        VERIFIER: VERIFIER_SYSTEM_PROMPT,
+    }
     tools = (
         ToolSpec(
             "calculator",
@@ -152,9 +169,18 @@ class raw_env(LLMTurnEnv):
         format_reward: float = 0.0,
         few_shot: bool = True,
         lenient_answer: bool = False,
+        system_prompt: str | None = None,
+        prompts: dict[str, str] | None = None,
         render_mode: str | None = None,
         max_action_chars: int = DEFAULT_MAX_ACTION_CHARS,
     ):
+        prompts = dict(prompts or {})
+        if system_prompt is not None:
+            if SOLVER in prompts:
+                raise ValueError("give the solver's prompt once: system_prompt= or prompts=")
+            prompts[SOLVER] = system_prompt
+        if not few_shot:
+            prompts.setdefault(SOLVER, SOLVER_SYSTEM_PROMPT)
         super().__init__(
             agents=agents,
             max_turns=max_turns,
@@ -162,10 +188,10 @@ class raw_env(LLMTurnEnv):
             max_action_chars=max_action_chars,
             tool_reward=tool_reward,
             tool_reward_on_success=tool_reward_on_success,
+            prompts=prompts,
         )
         self.format_reward = float(format_reward)
         self.lenient_answer = bool(lenient_answer)
-        self.system_prompt = SOLVER_SYSTEM_PROMPT + (SOLVER_FEW_SHOT if few_shot else "")
         self.tasks: list[MathTask] = load_math_tasks(dataset, level, split, path, data_seed)
 
     # --- episode state ---------------------------------------------------------------------
@@ -173,7 +199,7 @@ class raw_env(LLMTurnEnv):
     def _start_episode(self) -> str:
         task: MathTask = self.current_task
         self._solver_chat: list[dict[str, str]] = [
-            {"role": "system", "content": self.system_prompt},
+            {"role": "system", "content": self.prompts[SOLVER]},
             {"role": "user", "content": task.question},
         ]
         self._answer: str | None = None  # the solver's final answer, once given
@@ -190,7 +216,7 @@ class raw_env(LLMTurnEnv):
             f"[{m['role']}] {m['content']}" for m in self._solver_chat[2:] if m["role"] != "user"
         )
         return [
-            {"role": "system", "content": VERIFIER_SYSTEM_PROMPT},
+            {"role": "system", "content": self.prompts[VERIFIER]},
             {
                 "role": "user",
                 "content": f"Question: {self.current_task.question}\n\nSolution:\n{work}\n\n"
@@ -282,8 +308,13 @@ class raw_env(LLMTurnEnv):
             if numbers_match(self._answer, task.answer):
                 return "VERDICT: CORRECT"
             return "VERDICT: INCORRECT - the final answer does not follow from the question."
-        calc = f"<calc>{task.expression}</calc> " if task.expression else ""
-        return f"Let me compute it. {calc}The answer is \\boxed{{{task.answer}}}."
+        # A calculator turn, then the answer, when the turns left allow both (and the verdict).
+        turns_left = self.max_turns - self.turn_count
+        needed = 2 + (VERIFIER in self.agents)
+        calculated = any(m["role"] == "tool" for m in self._solver_chat)
+        if task.expression and not calculated and turns_left >= needed:
+            return f"<calc>{task.expression}</calc>"
+        return f"The answer is \\boxed{{{task.answer}}}."
 
     def naive_action(self, agent: str) -> str:
         """Return a baseline action from the observation alone: the question's last number."""

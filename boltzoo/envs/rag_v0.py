@@ -50,7 +50,9 @@ supporting passage a search brings in for the first time; it never changes ``sco
 * ``split``: generated: ``"train"`` or ``"test"``.
 * ``agents``, ``max_searches`` (default 2), ``k`` (default 5), ``retriever`` (``"dense"`` or
   ``"bm25"``), ``max_turns`` (default ``max_searches + 1``), ``tool_reward``,
-  ``tool_reward_on_success``, ``render_mode``, ``max_action_chars``.
+  ``tool_reward_on_success``, ``prompts`` (system prompts by agent, e.g.
+  ``{"answerer": "..."}``, replacing the defaults; recorded in ``episode.metadata["prompts"]``),
+  ``render_mode``, ``max_action_chars``.
 
 ## Version history
 
@@ -110,6 +112,7 @@ class raw_env(LLMTurnEnv):
     metadata = {"render_modes": ["ansi", "human"], "name": "rag_v0", "is_parallelizable": False}
     env_id = "boltzoo/rag-v0"
     agent_variants = ((SEARCHER, ANSWERER), (ANSWERER,))
+    default_prompts = {SEARCHER: SEARCHER_SYSTEM_PROMPT, ANSWERER: ANSWERER_SYSTEM_PROMPT}
     tools = (
         ToolSpec(
             "search",
@@ -133,6 +136,7 @@ class raw_env(LLMTurnEnv):
         max_turns: int | None = None,
         tool_reward: float = 0.0,
         tool_reward_on_success: bool = False,
+        prompts: dict[str, str] | None = None,
         render_mode: str | None = None,
         max_action_chars: int = DEFAULT_MAX_ACTION_CHARS,
     ):
@@ -149,6 +153,7 @@ class raw_env(LLMTurnEnv):
             max_action_chars=max_action_chars,
             tool_reward=tool_reward,
             tool_reward_on_success=tool_reward_on_success,
+            prompts=prompts,
         )
         self.max_searches = int(max_searches)
         self.k = int(k)
@@ -185,7 +190,7 @@ class raw_env(LLMTurnEnv):
     def _start_episode(self) -> str:
         self._retrieved: dict[str, Hit] = {}  # passage id -> hit, in order of arrival
         self._searcher_chat: list[dict[str, str]] = [
-            {"role": "system", "content": SEARCHER_SYSTEM_PROMPT},
+            {"role": "system", "content": self.prompts[SEARCHER]},
             {"role": "user", "content": f"Question: {self.current_task.question}"},
         ]
         self._searches = 0
@@ -208,7 +213,7 @@ class raw_env(LLMTurnEnv):
         if agent == SEARCHER:
             return self._searcher_chat
         return [
-            {"role": "system", "content": ANSWERER_SYSTEM_PROMPT},
+            {"role": "system", "content": self.prompts[ANSWERER]},
             {
                 "role": "user",
                 "content": f"Passages:\n{self._passages_text()}\n\n"

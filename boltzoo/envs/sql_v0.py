@@ -56,7 +56,8 @@ and at the end ``success``, ``score`` and ``sql`` (the final query).
 * ``agents``, ``max_rounds`` (default 3), ``max_turns`` (default ``1 + 2 * max_rounds``),
   ``schema_rows`` (example rows per table in the schema, default 3), ``query_time_limit_s``
   (1.0), ``max_result_rows`` (1,000), ``tool_reward``, ``tool_reward_on_success``,
-  ``render_mode``, ``max_action_chars``.
+  ``prompts`` (system prompts by agent, e.g. ``{"writer": "..."}``, replacing the defaults;
+  recorded in ``episode.metadata["prompts"]``), ``render_mode``, ``max_action_chars``.
 
 ## Version history
 
@@ -121,6 +122,11 @@ class raw_env(LLMTurnEnv):
     metadata = {"render_modes": ["ansi", "human"], "name": "sql_v0", "is_parallelizable": False}
     env_id = "boltzoo/sql-v0"
     agent_variants = ((WRITER, CHECKER, REWRITER), (WRITER,))
+    default_prompts = {
+        WRITER: WRITER_SYSTEM_PROMPT,
+        CHECKER: CHECKER_SYSTEM_PROMPT,
+        REWRITER: REWRITER_SYSTEM_PROMPT,
+    }
     tools = (
         ToolSpec(
             "execute_sql",
@@ -144,6 +150,7 @@ class raw_env(LLMTurnEnv):
         max_result_rows: int = 1000,
         tool_reward: float = 0.0,
         tool_reward_on_success: bool = False,
+        prompts: dict[str, str] | None = None,
         render_mode: str | None = None,
         max_action_chars: int = DEFAULT_MAX_ACTION_CHARS,
     ):
@@ -156,6 +163,7 @@ class raw_env(LLMTurnEnv):
             max_action_chars=max_action_chars,
             tool_reward=tool_reward,
             tool_reward_on_success=tool_reward_on_success,
+            prompts=prompts,
         )
         self.max_rounds = int(max_rounds)
         self.schema_rows = int(schema_rows)
@@ -218,16 +226,16 @@ class raw_env(LLMTurnEnv):
     def _messages(self, agent: str) -> list[dict[str, str]]:
         if agent == WRITER:
             return [
-                {"role": "system", "content": WRITER_SYSTEM_PROMPT},
+                {"role": "system", "content": self.prompts[WRITER]},
                 {"role": "user", "content": self._context()},
             ]
         if agent == CHECKER:
             return [
-                {"role": "system", "content": CHECKER_SYSTEM_PROMPT},
+                {"role": "system", "content": self.prompts[CHECKER]},
                 {"role": "user", "content": f"{self._context()}\n\n{self._query_block()}"},
             ]
         return [
-            {"role": "system", "content": REWRITER_SYSTEM_PROMPT},
+            {"role": "system", "content": self.prompts[REWRITER]},
             {
                 "role": "user",
                 "content": f"{self._context()}\n\n{self._query_block()}\n\n"

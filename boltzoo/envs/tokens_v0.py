@@ -53,8 +53,8 @@ replace=False)``, also exposed as ``env.unwrapped.target_token_ids`` (a frozense
 * ``split``: ``"train"`` (default) or ``"test"``, accepted for a uniform interface with the
   other envs; both hold the same prompts (the prompt plays no part in the reward).
 * ``max_turns`` (default 1; the episode ends after one turn whatever it is), ``tool_reward``,
-  ``tool_reward_on_success``, ``render_mode`` (``"ansi"`` / ``"human"``), ``max_action_chars``
-  (cuts the text only; token ids are scored as given).
+  ``tool_reward_on_success``, ``prompts`` (``{"writer": ...}``), ``render_mode`` (``"ansi"`` /
+  ``"human"``), ``max_action_chars`` (cuts the text only; token ids are scored as given).
 
 ## Version history
 
@@ -111,6 +111,7 @@ class raw_env(LLMTurnEnv):
     metadata = {"render_modes": ["ansi", "human"], "name": "tokens_v0", "is_parallelizable": False}
     env_id = "boltzoo/tokens-v0"
     agent_variants = ((WRITER,),)
+    default_prompts = {WRITER: SYSTEM_PROMPT}
 
     def __init__(
         self,
@@ -125,6 +126,7 @@ class raw_env(LLMTurnEnv):
         max_action_chars: int = DEFAULT_MAX_ACTION_CHARS,
         tool_reward: float = 0.0,
         tool_reward_on_success: bool = False,
+        prompts: dict[str, str] | None = None,
     ):
         super().__init__(
             agents=(WRITER,),
@@ -133,6 +135,7 @@ class raw_env(LLMTurnEnv):
             max_action_chars=max_action_chars,
             tool_reward=tool_reward,
             tool_reward_on_success=tool_reward_on_success,
+            prompts=prompts,
         )
         for name, value in (("vocab_size", vocab_size), ("target_size", target_size)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
@@ -169,7 +172,7 @@ class raw_env(LLMTurnEnv):
 
     def _start_episode(self) -> str:
         self._chat = [
-            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "system", "content": self.prompts[WRITER]},
             {"role": "user", "content": self.current_task.prompt},
         ]
         return WRITER

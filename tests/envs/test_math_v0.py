@@ -414,3 +414,51 @@ def test_any_unicode_action_is_handled(text):
     env.step(text)
     assert env.agent_selection == "solver" and not env.terminations["solver"]
     json.dumps(env.observe("solver"))
+
+
+def test_system_prompt_is_the_agents_and_every_answer_marker_still_counts():
+    prompt = "Solve it. End with a last line 'Answer: N'."
+    env = boltzoo.make("math-v0", system_prompt=prompt)
+    env.reset(options={"task_index": 2})
+    messages = env.observe("solver")["messages"]
+    assert messages[0] == {"role": "system", "content": prompt}
+    gold = env.unwrapped.current_task.answer
+    env.step(f"12 and 30 make it.\nAnswer: {gold}")
+    assert env.unwrapped.episode.success
+    assert env.unwrapped.episode.metadata["prompts"] == {"solver": prompt}
+
+
+def test_prompts_replace_the_named_agents_defaults_only():
+    env = boltzoo.make("math-v0", agents=("solver", "verifier"), prompts={"verifier": "Judge."})
+    env.reset(options={"task_index": 0})
+    solver_prompt = env.observe("solver")["messages"][0]["content"]
+    assert "Example." in solver_prompt  # the default, with its worked example
+    env.step("\\boxed{1}")
+    assert env.observe("verifier")["messages"][0] == {"role": "system", "content": "Judge."}
+    no_example = boltzoo.make("math-v0", few_shot=False).unwrapped.prompts["solver"]
+    assert "Example." not in no_example and no_example in solver_prompt
+
+
+def test_prompts_for_an_unknown_agent_or_given_twice_are_clear_errors():
+    with pytest.raises(UnknownAgentError, match="writer"):
+        boltzoo.make("math-v0", prompts={"writer": "Write SQL."})
+    with pytest.raises(ValueError, match="once"):
+        boltzoo.make("math-v0", system_prompt="a", prompts={"solver": "b"})
+    with pytest.raises(TypeError, match="str"):
+        boltzoo.make("math-v0", prompts={"solver": 42})
+
+
+@pytest.mark.parametrize("agents", VARIANTS)
+def test_oracle_calls_the_calculator_then_answers_when_turns_allow(agents):
+    episodes = boltzoo.rollout(
+        "math-v0", {a: OraclePolicy() for a in agents}, tasks=[0, 1], agents=agents, progress=False
+    )
+    for episode in episodes:
+        solver = [s for s in episode.steps if s.agent == "solver"]
+        assert solver[0].action.text.startswith("<calc>") and solver[0].info["tool_calls"] == 1
+        assert "\\boxed{" in solver[1].action.text and episode.success
+    # One turn only: the answer at once.
+    (short,) = boltzoo.rollout(
+        "math-v0", {"solver": OraclePolicy()}, tasks=[0], max_turns=1, progress=False
+    )
+    assert len(short.steps) == 1 and short.success

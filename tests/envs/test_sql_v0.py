@@ -201,3 +201,18 @@ def test_database_override_serves_the_same_tasks_from_another_url(spider_dir, tm
     env.step("SELECT count(*) FROM customer WHERE city = 'Oslo'")
     assert env.unwrapped.episode.success is True
     assert env.unwrapped.database_of(env.unwrapped.current_task) == f"sqlite:///{copy}"
+
+
+def test_prompts_replace_the_writers_system_prompt_and_are_recorded():
+    env = boltzoo.make("sql-v0", split="test", prompts={"writer": "Write SQLite."})
+    env.reset(options={"task_index": 0})
+    assert env.observe("writer")["messages"][0] == {"role": "system", "content": "Write SQLite."}
+    env.step("```sql\nSELECT 1\n```")
+    checker_prompt = env.observe("checker")["messages"][0]["content"]
+    assert checker_prompt == env.unwrapped.default_prompts["checker"]
+    recorded = env.unwrapped.episode.metadata["prompts"]
+    assert recorded["writer"] == "Write SQLite." and set(recorded) == {
+        "writer",
+        "checker",
+        "rewriter",
+    }
