@@ -1,10 +1,13 @@
-"""The ``boltzoo`` command line: ``envs``, ``eval``, ``train``, ``serve``, ``plot``, ``export``.
+"""The ``boltzoo`` command line: ``envs``, ``eval``, ``rollout``, ``sft``, ``train``, ``serve``,
+``plot``, ``export``.
 
 boltzoo envs
 boltzoo eval math-v0 --policy oracle --episodes 50
 boltzoo eval math-v0 --policy naive --episodes 200 --split test -e level=medium
 boltzoo eval math-v0 --model smollm2-135m --episodes 50
 boltzoo eval math-v0 --policy autogen --model smollm2-135m --episodes 20
+boltzoo rollout math-v0 --policy oracle --split train --episodes 64 --out demos.jsonl
+boltzoo sft math-v0 --demos demos.jsonl --model smollm2-135m --output-dir runs/sft
 boltzoo train math-v0 --model smollm2-135m --train-agents '["solver"]' --steps 50 \\
     --output-dir runs/math --eval-every 10
 boltzoo serve --model smollm2-135m --port 8000
@@ -80,7 +83,9 @@ def _load_model_policy(args: argparse.Namespace, model: str) -> Any:
     )
 
 
-def cmd_eval(args: argparse.Namespace) -> int:
+def play(args: argparse.Namespace) -> tuple[list[Episode], dict[str, Any]]:
+    """Return the episodes of ``args.policy`` / ``args.model`` on the env's split, and their
+    summary (what ``boltzoo eval`` prints and ``boltzoo rollout`` records)."""
     env_id = resolve_env_id(args.env)
     env_kwargs = parse_env_kwargs(args.env_arg)
     env_kwargs.setdefault("split", args.split)
@@ -131,15 +136,35 @@ def cmd_eval(args: argparse.Namespace) -> int:
         steps_per_second=round(summary["steps"] / elapsed, 1) if elapsed > 0 else 0.0,
         tokens_per_second=round(summary["response_tokens"] / elapsed, 1) if elapsed > 0 else 0.0,
     )
+    return episodes, summary
+
+
+def _print_summary(args: argparse.Namespace, summary: dict[str, Any]) -> None:
     if args.json:
         print(json.dumps(summary))
-    else:
-        print(
-            f"{env_id} [{label}] split={summary['split']} episodes={summary['episodes']}: "
-            f"success {summary['success_rate']:.1%}, mean score {summary['mean_score']:.3f}, "
-            f"failed {summary['failed']}, {summary['steps_per_second']} env steps/s, "
-            f"{summary['tokens_per_second']} tokens/s"
-        )
+        return
+    print(
+        f"{summary['env']} [{summary['policy']}] split={summary['split']} "
+        f"episodes={summary['episodes']}: success {summary['success_rate']:.1%}, mean score "
+        f"{summary['mean_score']:.3f}, failed {summary['failed']}, "
+        f"{summary['steps_per_second']} env steps/s, {summary['tokens_per_second']} tokens/s"
+    )
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    _, summary = play(args)
+    _print_summary(args, summary)
+    return 0
+
+
+def cmd_rollout(args: argparse.Namespace) -> int:
+    from boltzoo.episode import save_episodes
+
+    episodes, summary = play(args)
+    save_episodes(args.out, episodes)
+    _print_summary(args, summary)
+    if not args.json:
+        print(f"wrote {len(episodes)} episodes to {args.out}")
     return 0
 
 
@@ -156,23 +181,39 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _config_flags(parser: argparse.ArgumentParser) -> None:
-    """Add one flag per TrainerConfig field (``--tasks-per-step``), with its help text."""
+def _config_flags(parser: argparse.ArgumentParser, config_class: type) -> None:
+    """Add one flag per field of a config dataclass (``--tasks-per-step``), with its help text;
+    ``env`` and ``model`` are the command's own arguments."""
     import dataclasses
 
-    from boltzoo.lightningrl.config import TrainerConfig
-
-    for f in dataclasses.fields(TrainerConfig):
+    for f in dataclasses.fields(config_class):
         if f.name in ("env", "model"):
             continue
         flag = "--" + f.name.replace("_", "-")
         kind = type(f.default) if f.default is not dataclasses.MISSING else None
-        if kind is bool:
-            parser.add_argument(flag, type=_parse_bool, default=None, help=f.metadata["help"])
+        if kind is bool:  # --flag alone means true; --flag false turns it off
+            parser.add_argument(
+                flag, type=_parse_bool, nargs="?", const=True, default=None, help=f.metadata["help"]
+            )
         elif kind in (int, float):
             parser.add_argument(flag, type=kind, default=None, help=f.metadata["help"])
         else:  # str, optional numbers, lists and dicts: JSON when it parses, else the string
             parser.add_argument(flag, type=_parse_value, default=None, help=f.metadata["help"])
+
+
+def _given_config(args: argparse.Namespace, config_class: type) -> dict[str, Any]:
+    """Return the config fields given on the command line (flags left out keep the defaults)."""
+    import dataclasses
+
+    given = {
+        f.name: getattr(args, f.name)
+        for f in dataclasses.fields(config_class)
+        if f.name not in ("env", "model") and getattr(args, f.name) is not None
+    }
+    given["env"] = resolve_env_id(args.env)
+    if args.model is not None:
+        given["model"] = args.model
+    return given
 
 
 def _parse_bool(text: str) -> bool:
@@ -190,22 +231,27 @@ def _parse_value(text: str) -> Any:
         return text
 
 
+def _print_held_out(run_dir: str) -> None:
+    """Print a run's held-out success at its first and last evaluation."""
+    from boltzoo.lightningrl.report import read_metrics
+
+    evaluations = [m for m in read_metrics(run_dir) if "eval_success_rate" in m]
+    if evaluations:
+        first, last = evaluations[0], evaluations[-1]
+        print(
+            f"held-out success: {first['eval_success_rate']:.1%} at step {first['step']} -> "
+            f"{last['eval_success_rate']:.1%} at step {last['step']} "
+            f"({100 * (last['eval_success_rate'] - first['eval_success_rate']):+.1f} points)"
+        )
+
+
 def cmd_train(args: argparse.Namespace) -> int:
-    import dataclasses
     from pathlib import Path
 
     from boltzoo.lightningrl.config import TrainerConfig
-    from boltzoo.lightningrl.report import read_metrics
     from boltzoo.lightningrl.trainer import Trainer
 
-    given = {
-        f.name: getattr(args, f.name)
-        for f in dataclasses.fields(TrainerConfig)
-        if f.name not in ("env", "model") and getattr(args, f.name) is not None
-    }
-    given["env"] = resolve_env_id(args.env)
-    if args.model is not None:
-        given["model"] = args.model
+    given = _given_config(args, TrainerConfig)
     saved = Path(given.get("output_dir", TrainerConfig.output_dir)) / "config.json"
     if args.resume and saved.exists():
         # The saved config, with the flags given on this command line on top.
@@ -224,14 +270,27 @@ def cmd_train(args: argparse.Namespace) -> int:
             f"step {last['step']}: reward {last['reward']:.3f}, score {last['score']:.3f}, "
             f"{last['train_seconds'] / 60:.1f} min of training"
         )
-    evaluations = [m for m in read_metrics(config.output_dir) if "eval_success_rate" in m]
-    if evaluations:
-        first, last = evaluations[0], evaluations[-1]
+    _print_held_out(config.output_dir)
+    return 0
+
+
+def cmd_sft(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from boltzoo.lightningrl.config import SFTConfig
+    from boltzoo.lightningrl.sft import SFTTrainer
+
+    config = SFTConfig(**_given_config(args, SFTConfig))
+    trainer = SFTTrainer(config)
+    config.save(Path(config.output_dir) / "config.json")
+    history = trainer.train()
+    if history:
         print(
-            f"held-out success: {first['eval_success_rate']:.1%} at step {first['step']} -> "
-            f"{last['eval_success_rate']:.1%} at step {last['step']} "
-            f"({100 * (last['eval_success_rate'] - first['eval_success_rate']):+.1f} points)"
+            f"step {history[-1]['step']}: loss {history[-1]['sft_loss']:.3f}, "
+            f"{history[-1]['train_seconds'] / 60:.1f} min of training"
         )
+    if config.eval_tasks:
+        _print_held_out(config.output_dir)
     return 0
 
 
@@ -259,39 +318,33 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Return the ``boltzoo`` argument parser."""
-    parser = argparse.ArgumentParser(prog="boltzoo", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    sub.add_parser("envs", help="list the registered envs")
-
-    ev = sub.add_parser("eval", help="evaluate a policy on an env's tasks")
-    ev.add_argument("env", help="env id, e.g. math-v0 or boltzoo/math-v0")
-    ev.add_argument(
+def _play_arguments(parser: argparse.ArgumentParser, split: str) -> None:
+    """Add the arguments of ``boltzoo eval`` and ``boltzoo rollout``: who plays, on what."""
+    parser.add_argument("env", help="env id, e.g. math-v0 or boltzoo/math-v0")
+    parser.add_argument(
         "--policy",
         choices=[*sorted(SCRIPTED_POLICIES), *FRAMEWORK_POLICIES],
         default="oracle",
         help="a scripted policy, or a bundled framework agent over --model (via the gateway)",
     )
-    ev.add_argument(
+    parser.add_argument(
         "--model",
         default=None,
         help="a model for every agent: smollm2-135m or a local transformers folder (with a "
         "scripted --policy, the model replaces it)",
     )
-    ev.add_argument("--max-new-tokens", type=int, default=256)
-    ev.add_argument("--temperature", type=float, default=0.0, help="0: greedy decoding")
-    ev.add_argument("--top-p", type=float, default=1.0)
-    ev.add_argument(
+    parser.add_argument("--max-new-tokens", type=int, default=256)
+    parser.add_argument("--temperature", type=float, default=0.0, help="0: greedy decoding")
+    parser.add_argument("--top-p", type=float, default=1.0)
+    parser.add_argument(
         "--episodes",
         type=int,
         default=None,
         help="default: every task of the split; fewer are spread evenly over it",
     )
-    ev.add_argument("--split", default="test")
-    ev.add_argument("--seed", type=int, default=0)
-    ev.add_argument(
+    parser.add_argument("--split", default=split)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
         "-e",
         "--env-arg",
         action="append",
@@ -299,8 +352,31 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="env keyword argument, e.g. -e level=medium -e max_turns=4 (repeatable)",
     )
-    ev.add_argument("--json", action="store_true", help="print the summary as JSON")
-    ev.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the ``boltzoo`` argument parser."""
+    from boltzoo.lightningrl.config import SFTConfig, TrainerConfig
+
+    parser = argparse.ArgumentParser(
+        prog="boltzoo",
+        description="LLM agent workflows as PettingZoo envs, and LightningRL to train them",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sub.add_parser("envs", help="list the registered envs")
+
+    ev = sub.add_parser("eval", help="evaluate a policy on an env's tasks")
+    _play_arguments(ev, split="test")
+
+    ro = sub.add_parser(
+        "rollout",
+        help="play a policy on an env's tasks and record the episodes (demonstrations for sft)",
+    )
+    _play_arguments(ro, split="train")
+    ro.add_argument("--out", required=True, help="the JSONL file of episodes to write")
 
     train = sub.add_parser("train", help="train agents of an env with LightningRL")
     train.add_argument("env", help="env id, e.g. math-v0")
@@ -310,7 +386,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="continue the run in --output-dir (flags given here override its saved config)",
     )
-    _config_flags(train)
+    _config_flags(train, TrainerConfig)
+
+    sft = sub.add_parser(
+        "sft", help="warm start: fine-tune agents on recorded demonstrations (before RL)"
+    )
+    sft.add_argument("env", help="env id, e.g. math-v0")
+    sft.add_argument("--model", default=None, help="smollm2-135m or a local model folder")
+    _config_flags(sft, SFTConfig)
 
     serve = sub.add_parser("serve", help="serve a model behind the OpenAI-compatible gateway")
     serve.add_argument("--model", default="smollm2-135m")
@@ -345,7 +428,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         commands = {
             "serve": cmd_serve,
             "train": cmd_train,
+            "sft": cmd_sft,
             "eval": cmd_eval,
+            "rollout": cmd_rollout,
             "plot": cmd_plot,
             "export": cmd_export,
         }

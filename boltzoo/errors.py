@@ -45,3 +45,8 @@ class DatasetError(BoltzooError, ValueError):
 
 class MissingDependencyError(BoltzooError, ImportError):
     """An optional package is not installed; the message names the install command."""
+
+
+class RunFolderError(BoltzooError, OSError):
+    """A run folder that cannot serve: it holds an earlier run, or lacks the checkpoint asked
+    for, or its weights do not fit this run's model and adapters."""

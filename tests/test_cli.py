@@ -182,3 +182,34 @@ def test_eval_of_part_of_a_split_plays_tasks_spread_over_it(capsys, monkeypatch)
     assert len(set(played)) == 8
     assert len({env.tasks[i].db_id for i in played}) > 1
     assert len({env.tasks[i].db_id for i in range(8)}) == 1  # what the head alone would give
+
+
+def test_rollout_records_demonstrations_that_sft_learns_and_export_writes(
+    tmp_path, smollm2_tokenizer, capsys
+):
+    from boltzoo.agents.models import tiny_model
+    from boltzoo.episode import load_episodes
+
+    model_dir, demos, run = tmp_path / "model", tmp_path / "demos.jsonl", tmp_path / "sft"
+    tiny_model(len(smollm2_tokenizer), seed=0).save_pretrained(model_dir)
+    smollm2_tokenizer.save_pretrained(model_dir)
+    args = ["rollout", "math-v0", "--episodes", "6", "--out", str(demos), "--quiet"]
+    assert main([*args, "-e", "level=medium"]) == 0
+    episodes = load_episodes(demos)
+    assert len(episodes) == 6 and all(e.success for e in episodes)
+    assert {e.episode_id for e in episodes} == {e.episode_id for e in load_episodes(demos)}
+    assert all(e.metadata["prompts"]["solver"] for e in episodes)
+    assert "wrote 6 episodes" in capsys.readouterr().out
+
+    sft = ["sft", "math-v0", "--model", str(model_dir), "--demos", str(demos)]
+    flags = ["--output-dir", str(run), "--eval-tasks", "2", "--max-new-tokens", "4"]
+    assert main([*sft, *flags, "--only-successful", "--lora-r", "4", "--progress", "false"]) == 0
+    out = capsys.readouterr().out
+    assert "SFT on 12 calls from 6 demonstrations" in out and "held-out success" in out
+    saved = json.loads((run / "config.json").read_text())
+    assert saved["only_successful"] is True and saved["demos"] == [str(demos)]
+    assert main(["export", str(run), str(tmp_path / "exported")]) == 0
+    assert (tmp_path / "exported" / "model.safetensors").exists()
+    # a second run into the same folder is refused, in one line
+    assert main([*sft, *flags]) == 2
+    assert "earlier run" in capsys.readouterr().err

@@ -3,7 +3,8 @@
 Read in this order: ``rollout`` (episodes), ``transitions.flatten`` with ``credit`` (the high
 level: each LLM call's share of the return), ``advantages`` (group baselines), ``loss`` (the low
 level: a token-level clipped policy gradient), then ``trainer`` (``Trainer`` with its
-``TrainerConfig``), which runs them in a loop with checkpoints.
+``TrainerConfig``), which runs them in a loop with checkpoints, and ``sft`` (``SFTTrainer``
+with its ``SFTConfig``), the warm start on demonstrations that RL continues from.
 """
 
 from importlib import import_module
@@ -17,6 +18,8 @@ from boltzoo.lightningrl.transitions import Transition, flatten, select_agents
 _LAZY = {
     "Trainer": "trainer",
     "TrainerConfig": "config",
+    "SFTConfig": "config",
+    "SFTTrainer": "sft",
     "GroupStats": "advantages",
     "compute_advantages": "advantages",
     "LossOutput": "loss",
@@ -26,6 +29,8 @@ _LAZY = {
 __all__ = [
     "GroupStats",
     "LossOutput",
+    "SFTConfig",
+    "SFTTrainer",
     "Trainer",
     "TrainerConfig",
     "Transition",

@@ -1,6 +1,6 @@
-"""TrainerConfig: the one source of truth of a LightningRL run (TRL's habit: one dataclass per
-trainer, its fields' help text in their metadata). Saved with every checkpoint and printed at
-the start of a run; the command line's flags are derived from its fields.
+"""TrainerConfig and SFTConfig: the one source of truth of a LightningRL run and of a warm start
+(TRL's habit: one dataclass per trainer, its fields' help text in their metadata). Saved with
+every run and printed at its start; the command line's flags are derived from their fields.
 """
 
 from __future__ import annotations
@@ -56,6 +56,11 @@ class TrainerConfig:
     lora_target_modules: list[str] | str = _help(
         "modules that get LoRA: a list of names, or 'all-linear' (peft)", default="all-linear"
     )
+    init_from: str | None = _help(
+        "a run folder (a warm start by boltzoo sft, or an RL run) whose latest checkpoint's "
+        "weights this run starts from; same model, lora_* settings and policy names",
+        default=None,
+    )
     output_dir: str = _help("where checkpoints, metrics and plots go", default="runs/lightningrl")
     seed: int = _help("seeds task sampling, sampling and initialisation", default=0)
 
@@ -110,6 +115,12 @@ class TrainerConfig:
         default="token",
     )
     epochs_per_step: int = _help("optimisation passes over each step's transitions", default=1)
+    pack_calls: bool = _help(
+        "consecutive calls of one agent in an episode whose token ids continue each other "
+        "(prompt 2 = prompt 1 + response 1 + tool output) are one sequence in the learner: one "
+        "forward pass, each call's tokens with its own advantage (token aggregation only)",
+        default=True,
+    )
 
     # --- optimiser
     lr: float = _help("AdamW learning rate", default=1e-5)
@@ -176,3 +187,93 @@ class TrainerConfig:
         data = json.loads(Path(path).read_text())
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known} | overrides)
+
+
+@dataclass
+class SFTConfig:
+    """Everything a warm-start run needs; see each field's help."""
+
+    env: str = _help("env id, e.g. math-v0 (its held-out split evaluates)", default="math-v0")
+    demos: list[str] | str = _help(
+        "the demonstrations: one or more Episode JSONL files (boltzoo rollout --out)",
+        default_factory=list,
+    )
+    only_successful: bool = _help(
+        "learn only from successful episodes (expert iteration on the model's own episodes)",
+        default=False,
+    )
+    env_kwargs: dict[str, Any] = _help(
+        "keyword arguments of the env the demonstrations were played in (evaluation uses them "
+        "with eval_env_kwargs on top)",
+        default_factory=dict,
+    )
+    eval_env_kwargs: dict[str, Any] = _help(
+        "overrides for the evaluation env (default: split=test)",
+        default_factory=lambda: {"split": "test"},
+    )
+    model: str = _help("smollm2-135m or a local transformers folder", default="smollm2-135m")
+    train_agents: list[str] | str | None = _help(
+        "agents whose calls are learned from: names, or a regex (default: every agent)",
+        default=None,
+    )
+    policy_map: dict[str, str] = _help(
+        "agent -> policy name, as in RL (agents with one name share an adapter)",
+        default_factory=dict,
+    )
+    init_from: str | None = _help(
+        "a run folder (SFT or RL) whose latest weights this run starts from", default=None
+    )
+    lora_r: int = _help("LoRA rank; 0 fine-tunes the full weights", default=16)
+    lora_alpha: float = _help("LoRA scaling alpha", default=32.0)
+    lora_dropout: float = _help("LoRA dropout", default=0.0)
+    lora_target_modules: list[str] | str = _help(
+        "modules that get LoRA: a list of names, or 'all-linear'", default="all-linear"
+    )
+    epochs: int = _help("passes over the demonstrations", default=2)
+    batch_size: int = _help("LLM calls per optimizer step", default=4)
+    lr: float = _help("AdamW learning rate", default=5e-4)
+    weight_decay: float = _help("AdamW weight decay", default=0.0)
+    max_grad_norm: float = _help("gradient clipping", default=1.0)
+    micro_batch_tokens: int = _help(
+        "tokens per micro-batch (gradients accumulate over a batch's micro-batches)",
+        default=8192,
+    )
+    max_new_tokens: int = _help("new tokens per LLM call in evaluation", default=64)
+    eval_tasks: int = _help(
+        "held-out tasks evaluated before and after (greedy; 0: no evaluation)", default=64
+    )
+    output_dir: str = _help("where checkpoints and metrics go", default="runs/sft")
+    seed: int = _help("seeds the batch order and initialisation", default=0)
+    device: str | None = _help("cpu, cuda, ... (default: cuda when there is one)", default=None)
+    precision: str = _help("fp32 | bf16 (autocast where supported)", default="fp32")
+    sampler: str = _help(
+        "how evaluation samples: shared (the learner's weights), copy (a copy in "
+        "sampler_precision, loaded with the merged weights) or vllm",
+        default="copy",
+    )
+    sampler_precision: str = _help(
+        "fp32 | bf16: the sampling copy's dtype (bf16 evaluates faster on a CPU)", default="bf16"
+    )
+    progress: bool = _help("show a progress bar", default=True)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.demos, str):
+            self.demos = [self.demos]
+        for name in ("epochs", "batch_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        self.trainer_config()  # its checks (choices, lora_r) apply to these fields too
+
+    def trainer_config(self) -> TrainerConfig:
+        """Return the RL config that holds this run's weights, evaluation and checkpoints."""
+        shared = {f.name for f in dataclasses.fields(TrainerConfig)} & set(self.to_dict())
+        values = {name: getattr(self, name) for name in shared}
+        return TrainerConfig(**values, eval_every=1 if self.eval_tasks else 0, save_every=0)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the config as plain JSON values."""
+        return dataclasses.asdict(self)
+
+    def save(self, path: str | Path) -> None:
+        """Write the config as JSON."""
+        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")

@@ -111,7 +111,8 @@ def policy_loss(
     Args:
         logprobs: (B, T) logprobs of the response tokens under the policy being trained.
         old_logprobs: (B, T) the sampling logprobs (no gradient flows into them).
-        advantages: (B,) one advantage per sequence, shared by its tokens.
+        advantages: (B,) one advantage per sequence, shared by its tokens, or (B, T) one per
+            token (a packed sequence of several calls, each with its own).
         mask: (B, T) 1 for real response tokens, 0 for padding.
         clip_eps, clip_eps_high: the ratio is clipped to [1 - clip_eps, 1 + clip_eps_high]
             (clip_eps_high defaults to clip_eps; a larger one is DAPO's clip-higher).
@@ -127,10 +128,10 @@ def policy_loss(
             f"logprobs {tuple(logprobs.shape)}, old_logprobs {tuple(old_logprobs.shape)} and mask "
             f"{tuple(mask.shape)} must have the same (B, T) shape"
         )
-    if advantages.shape != logprobs.shape[:1]:
+    if advantages.shape not in (logprobs.shape[:1], logprobs.shape):
         raise ValueError(
-            f"advantages must have one value per sequence, shape ({logprobs.shape[0]},), "
-            f"got {tuple(advantages.shape)}"
+            f"advantages must have one value per sequence, shape ({logprobs.shape[0]},), or one "
+            f"per token, {tuple(logprobs.shape)}; got {tuple(advantages.shape)}"
         )
     if dual_clip is not None and dual_clip <= 1.0:
         raise ValueError(f"dual_clip must be above 1 (or None), got {dual_clip}")
@@ -142,7 +143,9 @@ def policy_loss(
         raise ValueError("entropy_coef is set but no token entropies (entropy=) were given")
     eps_low, eps_high = clip_eps, clip_eps if clip_eps_high is None else clip_eps_high
     real = mask.bool()
-    A = advantages.detach().to(logprobs.dtype).unsqueeze(1)  # (B, 1): broadcast over tokens
+    A = advantages.detach().to(logprobs.dtype)
+    if A.dim() == 1:
+        A = A.unsqueeze(1)  # (B, 1): one per sequence, broadcast over its tokens
 
     # ratio = exp(logp - logp_old)   (padding set to logp = logp_old, so ratio = 1 there)
     log_ratio = torch.where(real, logprobs - old_logprobs.detach(), torch.zeros_like(logprobs))

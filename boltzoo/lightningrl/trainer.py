@@ -37,12 +37,19 @@ from tqdm.auto import tqdm
 
 from boltzoo.agents.models import load_model
 from boltzoo.agents.transformers_policy import TransformersPolicy
-from boltzoo.errors import MissingDependencyError
+from boltzoo.errors import MissingDependencyError, RunFolderError
 from boltzoo.lightningrl.advantages import compute_advantages
 from boltzoo.lightningrl.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from boltzoo.lightningrl.config import TrainerConfig
 from boltzoo.lightningrl.loss import policy_loss
 from boltzoo.lightningrl.rollout import evaluation_tasks, rollout
+from boltzoo.lightningrl.sequences import (
+    PackedCalls,
+    call_spans,
+    micro_batches,
+    pack_calls,
+    response_logprobs,
+)
 from boltzoo.lightningrl.transitions import Transition, flatten, select_agents
 from boltzoo.lightningrl.weights import (
     adapter_parameters,
@@ -52,81 +59,6 @@ from boltzoo.lightningrl.weights import (
     merged_state_dict,
 )
 from boltzoo.registration import make, resolve_env_id
-
-
-def micro_batches(
-    transitions: list[Transition], max_tokens: int, by_episode: bool = False
-) -> list[list[Transition]]:
-    """Return the transitions in micro-batches of similar length (sorted), each padded size
-    ``sequences * longest`` at most ``max_tokens`` (a longer single unit goes alone).
-
-    With ``by_episode`` an episode's transitions stay in one micro-batch (the episode-mean loss
-    then splits exactly across micro-batches).
-    """
-
-    def length(t: Transition) -> int:
-        return len(t.prompt_token_ids) + len(t.response_token_ids)
-
-    units: dict[Any, list[Transition]] = {}
-    for i, t in enumerate(transitions):
-        units.setdefault(t.episode_id if by_episode else i, []).append(t)
-    order = sorted(units.values(), key=lambda unit: max(map(length, unit)))
-    batches: list[list[Transition]] = []
-    current: list[Transition] = []
-    for unit in order:
-        longest = max(map(length, unit))  # the longest so far: units come sorted
-        if current and (len(current) + len(unit)) * longest > max_tokens:
-            batches.append(current)
-            current = []
-        current.extend(unit)
-    if current:
-        batches.append(current)
-    return batches
-
-
-def response_logprobs(
-    model: Any,
-    batch: list[Transition],
-    temperature: float,
-    pad_token_id: int,
-    with_entropy: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """Return ``(logprobs, mask, entropy)`` of the response tokens, each (B, R).
-
-    Sequences are left-padded (prompt + response end at the right edge, positions counted
-    from each sequence's first real token, as in sampling), and only the last R + 1 positions'
-    logits are computed: ``log_softmax(z / T)`` of the token that followed each position.
-    """
-    device = next(model.parameters()).device
-    lengths = [len(t.prompt_token_ids) + len(t.response_token_ids) for t in batch]
-    width, longest_response = max(lengths), max(len(t.response_token_ids) for t in batch)
-    input_ids = torch.full((len(batch), width), pad_token_id, dtype=torch.long)
-    attention = torch.zeros((len(batch), width), dtype=torch.long)
-    mask = torch.zeros((len(batch), longest_response), dtype=torch.bool)
-    for row, (t, length) in enumerate(zip(batch, lengths, strict=True)):
-        input_ids[row, width - length :] = torch.tensor(t.prompt_token_ids + t.response_token_ids)
-        attention[row, width - length :] = 1
-        mask[row, longest_response - len(t.response_token_ids) :] = True
-    input_ids, attention, mask = input_ids.to(device), attention.to(device), mask.to(device)
-    positions = (attention.cumsum(-1) - 1).clamp(min=0)
-    out = model(
-        input_ids=input_ids,
-        attention_mask=attention,
-        position_ids=positions,
-        logits_to_keep=longest_response + 1,
-    )
-    # Position p predicts token p + 1: the last R + 1 logits, less the very last, predict the
-    # last R tokens (each row's response, right-aligned).
-    logits = out.logits[:, :-1, :].float()
-    if temperature > 0:
-        logits = logits / temperature
-    logprobs_all = torch.log_softmax(logits, dim=-1)
-    targets = input_ids[:, width - longest_response :]
-    logprobs = logprobs_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-    entropy = None
-    if with_entropy:
-        entropy = -(logprobs_all.exp() * logprobs_all).sum(-1)
-    return logprobs, mask, entropy
 
 
 class Trainer:
@@ -249,6 +181,8 @@ class Trainer:
         self.skipped_updates = 0
         self.train_seconds = 0.0  # rollouts and updates so far (the max_train_minutes clock)
         self._tensorboard = None
+        if cfg.init_from:
+            self.load_weights_from(cfg.init_from)
 
     @property
     def policy(self) -> Any:
@@ -492,17 +426,20 @@ class Trainer:
             ]
         local: dict[str, float] = {}
         covered = 0.0
-        for batch in micro_batches(transitions, cfg.micro_batch_tokens, by_episode=by_episode):
+        # Calls that continue each other share one forward pass (the token mean allows it: a
+        # token weighs the same wherever it sits); sequence and episode means keep calls apart.
+        rows = pack_calls(transitions, merge=cfg.pack_calls and cfg.aggregation == "token")
+        for batch in micro_batches(rows, cfg.micro_batch_tokens, by_episode=by_episode):
             out = self._micro_batch_loss(model, batch)
             if not torch.isfinite(out.loss):
                 return False
             # gradient accumulation: each micro-batch weighs its share of the policy's batch
             if cfg.aggregation == "token":
-                share = sum(len(t.response_token_ids) for t in batch) / total_tokens
+                share = sum(row.response_tokens for row in batch) / total_tokens
             elif cfg.aggregation == "sequence":
-                share = len(batch) / total_sequences
+                share = sum(len(row.calls) for row in batch) / total_sequences
             else:
-                share = len({t.episode_id for t in batch}) / total_episodes
+                share = len({row.episode_id for row in batch}) / total_episodes
             (out.loss * share).backward()
             covered += share
             for key in STATISTICS:
@@ -511,30 +448,35 @@ class Trainer:
             sums[key] = sums.get(key, 0.0) + value / covered * weight
         return True
 
-    def _micro_batch_loss(self, model: Any, batch: list[Transition]) -> Any:
+    def _micro_batch_loss(self, model: Any, batch: list[PackedCalls]) -> Any:
         cfg = self.config
-        temperature = batch[0].temperature if batch[0].temperature is not None else cfg.temperature
         pad = getattr(self.policy, "pad_token_id", 0)  # any id will do: padding is masked
-        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.use_bf16):
-            logprobs, mask, entropy = response_logprobs(
-                model, batch, temperature, pad, with_entropy=cfg.entropy_coef > 0
+
+        def logprobs_of(module: Any, with_entropy: bool = False) -> Any:
+            # each call at the temperature it was sampled with (the config's if not recorded)
+            return response_logprobs(
+                module, batch, cfg.temperature, pad, with_entropy, per_call_temperature=True
             )
+
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.use_bf16):
+            logprobs, mask, entropy = logprobs_of(model, with_entropy=cfg.entropy_coef > 0)
             ref = None
             if cfg.kl_coef:
                 with torch.no_grad():
                     if self.lora:  # the reference is the shared base, adapters off
                         with model.disable_adapter():
-                            ref, _, _ = response_logprobs(model, batch, temperature, pad)
+                            ref = logprobs_of(model)[0]
                     else:
-                        ref, _, _ = response_logprobs(self.reference, batch, temperature, pad)
-        width = logprobs.shape[1]
-        # Sampling logprobs, right-aligned like the response tokens; recomputed ones stand in
-        # for calls whose backend gave none (their ratio is then 1).
+                        ref = logprobs_of(self.reference)[0]
+        # Per token: its call's advantage and sampling logprob (recomputed ones stand in for
+        # calls whose backend gave none: their ratio is then 1).
         old = logprobs.detach().clone()
-        for row, t in enumerate(batch):
-            if t.logprobs is not None:
-                old[row, width - len(t.logprobs) :] = torch.tensor(t.logprobs, device=old.device)
-        advantages = torch.tensor([t.advantage for t in batch], device=logprobs.device)
+        advantages = torch.zeros_like(old)
+        for i, row in enumerate(batch):
+            for call, begin, end in call_spans(row, logprobs.shape[1]):
+                advantages[i, begin:end] = call.advantage
+                if call.logprobs is not None:
+                    old[i, begin:end] = torch.tensor(call.logprobs, device=old.device)
         return policy_loss(
             logprobs,
             old,
@@ -549,7 +491,7 @@ class Trainer:
             entropy=entropy,
             entropy_coef=cfg.entropy_coef,
             aggregation=cfg.aggregation,
-            episode_ids=[t.episode_id for t in batch],
+            episode_ids=[row.episode_id for row in batch],
         )
 
     # --- evaluation ------------------------------------------------------------------------
@@ -711,6 +653,31 @@ class Trainer:
         return save_checkpoint(
             self.checkpoint_dir, self.step, self.trained_weights(), state, self.config.to_dict()
         )
+
+    def load_weights_from(self, run_dir: str | Path) -> Path:
+        """Start from the trained weights of another run's latest checkpoint (a warm start);
+        return that checkpoint's folder. Optimiser state, step and RNGs stay this run's own."""
+        folder = latest_checkpoint(Path(run_dir) / "checkpoints")
+        if folder is None:
+            raise RunFolderError(
+                f"init_from={str(run_dir)!r}: no checkpoint in {Path(run_dir) / 'checkpoints'}"
+            )
+        saved = json.loads((folder / "config.json").read_text())
+        ours = self.config.to_dict()
+        keys = ("model", "lora_r", "lora_alpha", "lora_target_modules")
+        different = [k for k in keys if saved.get(k) != ours[k]]
+        weights, state = load_checkpoint(folder)
+        names = state.get("policy_names", ["policy"])
+        if different or names != self.policy_names:
+            theirs = {k: saved.get(k) for k in different} | {"policy names": names}
+            raise RunFolderError(
+                f"init_from={str(run_dir)!r} trained {theirs}; this run has "
+                f"{ {k: ours[k] for k in different} | {'policy names': self.policy_names} }: "
+                "use the same model, lora_* settings, train_agents and policy_map"
+            )
+        self._load_trained_weights(weights)
+        self._sync_samplers(self.policy_names)
+        return folder
 
     def resume(self) -> bool:
         """Continue from the newest checkpoint in ``output_dir``; return whether there was one."""

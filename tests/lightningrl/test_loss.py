@@ -245,12 +245,27 @@ def test_stats_are_python_floats():
     assert out.loss.dim() == 0
 
 
+def test_per_token_advantages_equal_per_sequence_ones_broadcast():
+    logprobs = torch.tensor([[-1.0, -2.0], [-0.5, -0.1]], requires_grad=True)
+    old = torch.tensor([[-1.1, -1.9], [-0.6, -0.1]])
+    mask = torch.ones(2, 2)
+    per_sequence = policy_loss(logprobs, old, torch.tensor([1.0, -2.0]), mask)
+    per_token = policy_loss(logprobs, old, torch.tensor([[1.0, 1.0], [-2.0, -2.0]]), mask)
+    assert per_token.loss.item() == pytest.approx(per_sequence.loss.item())
+    # and each token follows its own advantage
+    mixed = policy_loss(logprobs, old, torch.tensor([[1.0, 0.0], [0.0, -2.0]]), mask)
+    (grad,) = torch.autograd.grad(mixed.loss, logprobs)
+    assert grad[0, 1] == 0 and grad[1, 0] == 0 and grad[0, 0] != 0 and grad[1, 1] != 0
+
+
 def test_bad_arguments_raise():
     x = torch.zeros(2, 3)
     with pytest.raises(ValueError, match="same"):
         policy_loss(x, torch.zeros(2, 2), torch.zeros(2), x)
     with pytest.raises(ValueError, match="one value per sequence"):
-        policy_loss(x, x, torch.zeros(2, 3), x)
+        policy_loss(x, x, torch.zeros(3), x)
+    with pytest.raises(ValueError, match="one value per sequence"):
+        policy_loss(x, x, torch.zeros(2, 2), x)
     with pytest.raises(ValueError, match="token.*sequence.*episode"):
         policy_loss(x, x, torch.zeros(2), x, aggregation="batch")
     with pytest.raises(ValueError, match="episode_ids"):

@@ -9,6 +9,7 @@ import torch
 
 from boltzoo.agents.models import tiny_model
 from boltzoo.lightningrl.config import TrainerConfig
+from boltzoo.lightningrl.sequences import pack_calls
 from boltzoo.lightningrl.trainer import Trainer, micro_batches
 from boltzoo.lightningrl.transitions import Transition, flatten
 from boltzoo.lightningrl.weights import merged_state_dict
@@ -305,10 +306,11 @@ def test_calls_with_zero_advantage_are_skipped_without_changing_the_gradient(
     for t in transitions[::2]:
         t.advantage = 0.0
     assert any(t.advantage for t in transitions)
-    # the gradient of the whole batch in one pass, zero-advantage calls included
+    # the gradient of the whole batch in one pass, each call its own sequence, zero-advantage
+    # calls included (the update skips them, and packs the calls that continue each other)
     model = trainer.models["policy"]
     model.train()
-    trainer._micro_batch_loss(model, transitions).loss.backward()
+    trainer._micro_batch_loss(model, pack_calls(transitions, merge=False)).loss.backward()
     expected = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
     model.zero_grad(set_to_none=True)
     assert trainer._accumulate("policy", transitions, {}, 1.0)

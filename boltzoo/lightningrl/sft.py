@@ -1,0 +1,188 @@
+"""The warm start: supervised fine-tuning (SFT) on recorded episodes, before RL.
+
+RL reinforces what the model already does now and then; a small model that never solves a task
+gives every group the same reward and the policy gradient nothing to work with. The field's
+answer is a warm start: fine-tune on demonstrations (an oracle's, a teacher model's, a person's,
+or the model's own successful episodes), then continue with RL from those weights.
+
+One run, top to bottom (``SFTTrainer.train``):
+
+1. read the demonstrations (``Episode`` JSONL, as ``boltzoo rollout`` writes them); keep the
+   successful ones only with ``only_successful``;
+2. ``flatten``: one sequence per LLM call of the trained agents, exactly as RL sees it. Token ids
+   recorded in the episode are used as they are; text-only actions are tokenised here with the
+   trained model's chat template (prompt: the observation's messages; response: the text and
+   the end-of-turn token);
+3. for each epoch, in a seeded order, batches of ``batch_size`` calls of one policy:
+   the loss is the cross-entropy of the response tokens only (prompt tokens, tool outputs and
+   other agents' turns are never targets), ``L = -sum_t m_t log p(y_t | y_<t) / sum_t m_t``
+   over the batch's real response tokens; gradients clipped, one AdamW step;
+4. held-out evaluation before and after (greedy, as the RL trainer evaluates), a checkpoint
+   after every epoch.
+
+The weights are the RL trainer's (this class is a :class:`Trainer` with another loop): the same
+per-agent LoRA adapters or full copies, the same checkpoints, so ``boltzoo export`` and
+``TrainerConfig.init_from`` read an SFT run as they read an RL run.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from boltzoo.episode import Episode, load_episodes
+from boltzoo.errors import RunFolderError
+from boltzoo.lightningrl.config import SFTConfig
+from boltzoo.lightningrl.loss import aggregate
+from boltzoo.lightningrl.sequences import micro_batches, pack_calls, response_logprobs
+from boltzoo.lightningrl.trainer import Trainer
+from boltzoo.lightningrl.transitions import Transition, flatten
+
+
+def demonstration_transitions(
+    episodes: list[Episode],
+    train_agents: Any,
+    tokenizer: Any,
+    only_successful: bool = False,
+) -> list[Transition]:
+    """Return one Transition per LLM call of ``train_agents`` in the demonstrations (failed
+    episodes skipped; with ``only_successful`` the unsuccessful ones too). Calls recorded
+    without token ids are tokenised with ``tokenizer``'s chat template."""
+    kept = [e for e in episodes if not e.failed and (e.success or not only_successful)]
+    return flatten(kept, "identical", train_agents, tokenizer=tokenizer)
+
+
+class SFTTrainer(Trainer):
+    """Fine-tunes the selected agents' policies on demonstrations; see the module docstring.
+
+    ``model`` / ``tokenizer`` may be given (tests pass a tiny model); else ``config.model`` loads.
+    """
+
+    def __init__(self, config: SFTConfig, *, model: Any = None, tokenizer: Any = None):
+        if not config.demos:
+            raise ValueError("SFT needs demonstrations: demos=[path to an Episode JSONL file]")
+        if (Path(config.output_dir) / "metrics.jsonl").exists():
+            raise RunFolderError(
+                f"{config.output_dir} holds an earlier run (metrics.jsonl); SFT runs are short "
+                "and start afresh: choose another output_dir"
+            )
+        self.sft_config = config
+        super().__init__(config.trainer_config(), model=model, tokenizer=tokenizer)
+        episodes = [e for path in config.demos for e in load_episodes(path)]
+        self.transitions = demonstration_transitions(
+            episodes, sorted(self.train_agents), self.tokenizer, config.only_successful
+        )
+        if not self.transitions:
+            raise ValueError(
+                f"no LLM call of {sorted(self.train_agents)} to learn from in {config.demos} "
+                f"({len(episodes)} episodes{', successful only' if config.only_successful else ''})"
+            )
+        self.demo_episodes = len({t.episode_id for t in self.transitions})
+        self._warn_on_other_prompts(episodes)
+        by_policy: dict[str, list[Transition]] = {}
+        for t in self.transitions:
+            by_policy.setdefault(self.policy_of[t.agent], []).append(t)
+        self.by_policy = by_policy
+        self.batches_per_epoch = sum(-(-len(ts) // config.batch_size) for ts in by_policy.values())
+        self.config.steps = config.epochs * self.batches_per_epoch  # the lr schedule's length
+
+    def _warn_on_other_prompts(self, episodes: list[Episode]) -> None:
+        """Say so when demonstrations were played with other prompts than the env's now: the
+        model would learn answers to prompts that training and evaluation never show it."""
+        cfg = self.sft_config
+        from boltzoo.registration import make
+
+        prompts = make(self.env_id, **cfg.env_kwargs).unwrapped.prompts
+        other = sum(
+            1
+            for e in episodes
+            if any(prompts.get(a) != p for a, p in e.metadata.get("prompts", {}).items())
+        )
+        if other:
+            print(
+                f"warning: {other} of {len(episodes)} demonstrations were played with other "
+                f"system prompts than {self.env_id} with env_kwargs={cfg.env_kwargs} uses",
+                flush=True,
+            )
+
+    def batches(self, epoch: int) -> list[tuple[str, list[Transition]]]:
+        """Return epoch ``epoch``'s batches: each policy's calls shuffled (seeded by epoch) and
+        cut into ``batch_size`` pieces, the policies' batches interleaved in a seeded order."""
+        rng = np.random.default_rng([self.sft_config.seed, epoch])
+        size = self.sft_config.batch_size
+        batches = []
+        for name in sorted(self.by_policy):
+            calls = self.by_policy[name]
+            order = rng.permutation(len(calls))
+            batches += [
+                (name, [calls[i] for i in order[start : start + size]])
+                for start in range(0, len(calls), size)
+            ]
+        return [batches[i] for i in rng.permutation(len(batches))]
+
+    def sft_step(self, name: str, batch: list[Transition]) -> dict[str, float]:
+        """Take one optimizer step of policy ``name`` on ``batch``; return its loss and counts."""
+        cfg = self.config
+        model = self._learner(name)
+        model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        total_tokens = sum(len(t.response_token_ids) for t in batch)
+        loss_sum = 0.0
+        pad = getattr(self.policy, "pad_token_id", 0)  # any id will do: padding is masked
+        # an episode's calls that continue each other are one sequence, one forward pass
+        for micro in micro_batches(pack_calls(batch), cfg.micro_batch_tokens):
+            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.use_bf16):
+                logprobs, mask, _ = response_logprobs(model, micro, 1.0, pad)
+            # L = -sum_t m_t log p(y_t) / sum_t m_t over the batch's response tokens
+            share = sum(row.response_tokens for row in micro) / total_tokens
+            loss = -aggregate(logprobs, mask, "token") * share
+            loss.backward()
+            loss_sum += float(loss.detach())
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.params[name], cfg.max_grad_norm)
+        self.optimizer.step()
+        self.scheduler.step()
+        model.eval()
+        self.step += 1
+        return {"sft_loss": loss_sum, "grad_norm": float(grad_norm), "tokens": total_tokens}
+
+    def train(self) -> list[dict[str, Any]]:
+        """Fine-tune for ``epochs`` passes; return each optimizer step's metrics (the held-out
+        evaluations before and after are in ``metrics.jsonl``)."""
+        cfg = self.sft_config
+        print(f"SFT config:\n{json.dumps(cfg.to_dict(), indent=2)}", flush=True)
+        print(
+            f"SFT on {len(self.transitions)} calls from {self.demo_episodes} demonstrations, "
+            f"{self.batches_per_epoch} batches an epoch",
+            flush=True,
+        )
+        history = []
+        total = cfg.epochs * self.batches_per_epoch
+        bar = tqdm(total=total, desc="sft", unit="step", disable=not cfg.progress)
+        try:
+            if cfg.eval_tasks and self.step == 0:
+                self._log({"step": 0, **self.evaluate()})
+            for epoch in range(cfg.epochs):
+                for name, batch in self.batches(epoch):
+                    started = time.perf_counter()
+                    metrics = {"step": self.step + 1, "epoch": epoch + 1, "policy": name}
+                    metrics |= self.sft_step(name, batch)
+                    self.train_seconds += time.perf_counter() - started
+                    metrics["lr"] = self.scheduler.get_last_lr()[0]
+                    metrics["train_seconds"] = self.train_seconds
+                    self._log(metrics)
+                    history.append(metrics)
+                    bar.update(1)
+                    bar.set_postfix(loss=f"{metrics['sft_loss']:.3f}", epoch=epoch + 1)
+                self._sync_samplers(self.policy_names)
+                self.save()
+            if cfg.eval_tasks:
+                self._log({"step": self.step, **self.evaluate()})
+        finally:
+            bar.close()
+        return history

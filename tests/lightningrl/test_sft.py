@@ -1,0 +1,237 @@
+"""The warm start for real: SFT on recorded episodes with a tiny model, masks, hand-over to RL."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+import boltzoo
+from boltzoo.agents import NaivePolicy, OraclePolicy
+from boltzoo.agents.models import tiny_model
+from boltzoo.agents.scripted import ScriptedPolicy
+from boltzoo.agents.transformers_policy import TransformersPolicy
+from boltzoo.episode import load_episodes, save_episodes
+from boltzoo.errors import RunFolderError
+from boltzoo.lightningrl.config import SFTConfig, TrainerConfig
+from boltzoo.lightningrl.sft import SFTTrainer
+from boltzoo.lightningrl.trainer import Trainer, response_logprobs
+
+
+def sft_config(tmp_path, demos, **overrides) -> SFTConfig:
+    values = dict(
+        env="math-v0",
+        demos=[str(demos)],
+        model="tiny",
+        output_dir=str(tmp_path / "sft"),
+        lora_r=0,
+        eval_tasks=0,
+        sampler="shared",
+        progress=False,
+    )
+    return SFTConfig(**(values | overrides))
+
+
+def record(path, policy, tasks, **env_kwargs):
+    episodes = boltzoo.rollout("math-v0", policy, tasks=tasks, progress=False, **env_kwargs)
+    save_episodes(path, episodes)
+    return episodes
+
+
+def full_sequence_loss(model, transitions):
+    """The mean negative log-likelihood of the response tokens, each sequence run on its own
+    from its first token: the reference the batched, padded SFT loss must equal."""
+    total, tokens = 0.0, 0
+    for t in transitions:
+        ids = torch.tensor([t.prompt_token_ids + t.response_token_ids])
+        with torch.no_grad():
+            logits = model(input_ids=ids).logits[0].float()
+        start = len(t.prompt_token_ids)
+        logprobs = torch.log_softmax(logits[start - 1 : -1], dim=-1)
+        targets = torch.tensor(t.response_token_ids)
+        total -= float(logprobs.gather(-1, targets[:, None]).sum())
+        tokens += len(t.response_token_ids)
+    return total / tokens
+
+
+def test_sft_learns_exactly_the_trained_agents_response_tokens(tmp_path, smollm2_tokenizer):
+    # A recorded team episode: math-v0's solver (a calculator turn, then the answer) and its
+    # verifier, with the real token ids the chat template gives. Only the solver is trained.
+    demos = tmp_path / "demos.jsonl"
+    scripted = ScriptedPolicy(lambda turn: turn.env.oracle_action(turn.agent), smollm2_tokenizer)
+    team = {"agents": ["solver", "verifier"]}
+    episodes = record(demos, {"solver": scripted, "verifier": scripted}, [0, 1], **team)
+    model = tiny_model(len(smollm2_tokenizer))
+    trainer = SFTTrainer(
+        sft_config(tmp_path, demos, env_kwargs=team, train_agents=["solver"], batch_size=8),
+        model=model,
+        tokenizer=smollm2_tokenizer,
+    )
+    solver_calls = [s.action for e in episodes for s in e.steps if s.agent == "solver"]
+    assert len(solver_calls) == 4 and len(trainer.transitions) == 4
+    # token by token: the recorded ids, the solver's calls only (the tool output is in the
+    # second call's prompt, the verifier's turn in no sequence)
+    assert sorted(t.response_token_ids for t in trainer.transitions) == sorted(
+        c.response_token_ids for c in solver_calls
+    )
+    assert sorted(t.prompt_token_ids for t in trainer.transitions) == sorted(
+        c.prompt_token_ids for c in solver_calls
+    )
+    assert {t.agent for t in trainer.transitions} == {"solver"}
+    second = [t for t in trainer.transitions if t.turn == 1]
+    assert len(second) == 2
+    assert all("</calc> = " in smollm2_tokenizer.decode(t.prompt_token_ids) for t in second)
+
+    # The padded, batched loss is the mean NLL over exactly those response tokens.
+    expected = full_sequence_loss(model, trainer.transitions)
+    ((name, batch),) = trainer.batches(0)
+    assert len(batch) == 4
+    logprobs, mask, _ = response_logprobs(model, batch, 1.0, smollm2_tokenizer.pad_token_id)
+    assert [int(row.sum()) for row in mask] == [len(t.response_token_ids) for t in batch]
+    out = trainer.sft_step(name, batch)
+    assert out["tokens"] == sum(len(c.response_token_ids) for c in solver_calls)
+    assert out["sft_loss"] == pytest.approx(expected, rel=1e-4)
+
+
+def test_text_only_demonstrations_are_tokenised_with_the_chat_template(tmp_path, smollm2_tokenizer):
+    demos = tmp_path / "demos.jsonl"
+    (episode,) = record(demos, {"solver": OraclePolicy()}, [3])
+    assert episode.steps[0].action.prompt_token_ids is None  # the oracle writes text only
+    trainer = SFTTrainer(
+        sft_config(tmp_path, demos),
+        model=tiny_model(len(smollm2_tokenizer)),
+        tokenizer=smollm2_tokenizer,
+    )
+    first = trainer.transitions[0]
+    messages = episode.steps[0].observation["messages"]
+    prompt = smollm2_tokenizer.apply_chat_template(
+        messages, add_generation_prompt=True, tokenize=False
+    )
+    assert smollm2_tokenizer.decode(first.prompt_token_ids) == prompt
+    assert smollm2_tokenizer.decode(first.response_token_ids) == (
+        episode.steps[0].action.text + smollm2_tokenizer.eos_token
+    )
+
+
+def test_sft_lowers_the_loss_and_the_model_reproduces_the_demonstrated_answer(
+    tmp_path, smollm2_tokenizer
+):
+    # One single-turn demonstration, learned by heart: afterwards the greedy model writes it.
+    demos = tmp_path / "demos.jsonl"
+    (demo,) = record(demos, {"solver": OraclePolicy()}, [5], max_turns=1)
+    model = tiny_model(len(smollm2_tokenizer))
+    config = sft_config(
+        tmp_path, demos, env_kwargs={"max_turns": 1}, epochs=40, batch_size=1, lr=1e-2
+    )
+    trainer = SFTTrainer(config, model=model, tokenizer=smollm2_tokenizer)
+    policy = TransformersPolicy(model, smollm2_tokenizer, max_new_tokens=24, temperature=0.0)
+    before = boltzoo.rollout("math-v0", {"solver": policy}, tasks=[5], max_turns=1, progress=False)
+    history = trainer.train()
+    assert history[-1]["sft_loss"] < 0.1 * history[0]["sft_loss"]
+    (after,) = boltzoo.rollout(
+        "math-v0", {"solver": policy}, tasks=[5], max_turns=1, progress=False
+    )
+    assert before[0].steps[0].action.text != demo.steps[0].action.text
+    assert after.steps[0].action.text == demo.steps[0].action.text
+    assert after.success
+    # metrics.jsonl has a line per step; the checkpoint holds the last one
+    lines = (tmp_path / "sft" / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(line)["step"] for line in lines] == list(range(1, 41))
+    assert (tmp_path / "sft" / "checkpoints" / "latest").read_text().strip() == "step-000040"
+
+
+def test_rl_init_from_continues_from_the_sft_weights(tmp_path, smollm2_tokenizer):
+    demos = tmp_path / "demos.jsonl"
+    record(demos, {"solver": OraclePolicy()}, [0, 1, 2, 3])
+    lora = {"lora_r": 4, "lora_alpha": 8.0}
+    sft = SFTTrainer(
+        sft_config(tmp_path, demos, epochs=2, lr=1e-2, **lora),
+        model=tiny_model(len(smollm2_tokenizer)),
+        tokenizer=smollm2_tokenizer,
+    )
+    sft.train()
+    batch = sft.transitions[:4]
+    pad = smollm2_tokenizer.pad_token_id
+
+    def logprobs_of(trainer):
+        with torch.no_grad():
+            return response_logprobs(trainer._learner("policy"), batch, 1.0, pad)[0]
+
+    rl_config = TrainerConfig(
+        env="math-v0", model="tiny", output_dir=str(tmp_path / "rl"), progress=False, **lora
+    )
+    fresh = Trainer(
+        rl_config, model=tiny_model(len(smollm2_tokenizer)), tokenizer=smollm2_tokenizer
+    )
+    rl = Trainer(
+        TrainerConfig(**(rl_config.to_dict() | {"init_from": str(tmp_path / "sft")})),
+        model=tiny_model(len(smollm2_tokenizer)),
+        tokenizer=smollm2_tokenizer,
+    )
+    assert torch.allclose(logprobs_of(rl), logprobs_of(sft), atol=1e-6)
+    assert not torch.allclose(logprobs_of(fresh), logprobs_of(sft), atol=1e-3)
+    assert rl.policy.version == 0 and rl.step == 0  # weights only: the RL run starts at step 0
+
+    # Another adapter shape cannot take those weights: a clear error, the SFT run untouched.
+    before = (tmp_path / "sft" / "checkpoints" / "latest").read_text()
+    with pytest.raises(RunFolderError, match="lora_r"):
+        Trainer(
+            TrainerConfig(
+                **(rl_config.to_dict() | {"init_from": str(tmp_path / "sft"), "lora_r": 8})
+            ),
+            model=tiny_model(len(smollm2_tokenizer)),
+            tokenizer=smollm2_tokenizer,
+        )
+    assert (tmp_path / "sft" / "checkpoints" / "latest").read_text() == before
+
+
+def test_only_successful_keeps_the_successful_episodes_and_a_used_folder_is_refused(
+    tmp_path, smollm2_tokenizer
+):
+    demos = tmp_path / "demos.jsonl"
+    naive = record(tmp_path / "naive.jsonl", {"solver": NaivePolicy()}, range(12), max_turns=1)
+    oracle = record(tmp_path / "oracle.jsonl", {"solver": OraclePolicy()}, [0, 1], max_turns=1)
+    save_episodes(demos, naive + oracle)
+    successes = sum(bool(e.success) for e in naive + oracle)
+    assert 2 <= successes < 14
+    config = sft_config(tmp_path, demos, env_kwargs={"max_turns": 1}, only_successful=True)
+    trainer = SFTTrainer(
+        config, model=tiny_model(len(smollm2_tokenizer)), tokenizer=smollm2_tokenizer
+    )
+    assert len(trainer.transitions) == successes
+    trainer.train()
+    metrics = (tmp_path / "sft" / "metrics.jsonl").read_text()
+    with pytest.raises(RunFolderError, match="earlier run"):
+        SFTTrainer(config, model=tiny_model(len(smollm2_tokenizer)), tokenizer=smollm2_tokenizer)
+    assert (tmp_path / "sft" / "metrics.jsonl").read_text() == metrics
+    assert len(load_episodes(demos)) == 14
+
+
+@pytest.mark.parametrize(
+    ("env_id", "env_kwargs"),
+    [("math-v0", {"level": "medium"}), ("sql-v0", {}), ("rag-v0", {})],
+)
+def test_oracle_demonstrations_replay_to_success_in_every_env(tmp_path, env_id, env_kwargs):
+    # What boltzoo rollout records is a demonstration: its texts, played again, succeed.
+    num_tasks = boltzoo.make(env_id, **env_kwargs).unwrapped.num_tasks
+    tasks = [0, num_tasks // 2, num_tasks - 1]
+    team = boltzoo.make(env_id, **env_kwargs).unwrapped.possible_agents
+    recorded = boltzoo.rollout(
+        env_id, {a: OraclePolicy() for a in team}, tasks=tasks, progress=False, **env_kwargs
+    )
+    save_episodes(tmp_path / "demos.jsonl", recorded)
+    demos = {e.task_index: e for e in load_episodes(tmp_path / "demos.jsonl")}
+
+    def replay(turn):
+        episode = demos[turn.env.task_index]
+        return episode.steps[turn.env.turn_count].action.text
+
+    replayer = ScriptedPolicy(replay)
+    replayed = boltzoo.rollout(
+        env_id, {a: replayer for a in team}, tasks=tasks, progress=False, **env_kwargs
+    )
+    assert all(e.success for e in recorded) and all(e.success for e in replayed)
+    assert [[s.action.text for s in e.steps] for e in replayed] == [
+        [s.action.text for s in e.steps] for e in recorded
+    ]
