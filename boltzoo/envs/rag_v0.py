@@ -281,8 +281,9 @@ class raw_env(LLMTurnEnv):
         missing = [pid for pid in task.supporting_ids if pid not in self._retrieved]
         if not missing:
             return DONE
-        passage = passages[missing[0]]
-        return f"{passage.title}: {passage.text}"
+        # A good searcher asks for the entity it needs a fact about next: the question names the
+        # first, each passage found names the next. The title is that entity's name.
+        return passages[missing[0]].title
 
     def naive_action(self, agent: str) -> str:
         """Return a baseline action: search with the question; answer the top passage's title."""

@@ -46,7 +46,7 @@ def test_oracle_searcher_finds_the_supporting_passages():
     found = [e.steps[-1].info["supporting_retrieved"] for e in episodes]
     env = boltzoo.make("rag-v0", split="test")
     needed = [len(env.unwrapped.tasks[i].supporting_ids) for i in range(100)]
-    # Searching with a passage's own text brings that passage back.
+    # Searching with the name of the entity a passage is about brings that passage back.
     assert sum(f >= min(n, 3) for f, n in zip(found, needed, strict=True)) >= 95
 
 
