@@ -37,7 +37,7 @@ import torch
 from tqdm.auto import tqdm
 
 from boltzoo.episode import Episode, load_episodes
-from boltzoo.errors import RunFolderError
+from boltzoo.errors import DatasetError, RunFolderError
 from boltzoo.lightningrl.config import SFTConfig
 from boltzoo.lightningrl.loss import aggregate
 from boltzoo.lightningrl.sequences import micro_batches, pack_calls, response_logprobs
@@ -66,7 +66,7 @@ class SFTTrainer(Trainer):
 
     def __init__(self, config: SFTConfig, *, model: Any = None, tokenizer: Any = None):
         if not config.demos:
-            raise ValueError("SFT needs demonstrations: demos=[path to an Episode JSONL file]")
+            raise DatasetError("SFT needs demonstrations: demos=[an Episode JSONL file]")
         if (Path(config.output_dir) / "metrics.jsonl").exists():
             raise RunFolderError(
                 f"{config.output_dir} holds an earlier run (metrics.jsonl); SFT runs are short "
@@ -79,7 +79,7 @@ class SFTTrainer(Trainer):
             episodes, sorted(self.train_agents), self.tokenizer, config.only_successful
         )
         if not self.transitions:
-            raise ValueError(
+            raise DatasetError(
                 f"no LLM call of {sorted(self.train_agents)} to learn from in {config.demos} "
                 f"({len(episodes)} episodes{', successful only' if config.only_successful else ''})"
             )
@@ -165,7 +165,7 @@ class SFTTrainer(Trainer):
         total = cfg.epochs * self.batches_per_epoch
         bar = tqdm(total=total, desc="sft", unit="step", disable=not cfg.progress)
         try:
-            if cfg.eval_tasks and self.step == 0:
+            if cfg.eval_tasks:
                 self._log({"step": 0, **self.evaluate()})
             for epoch in range(cfg.epochs):
                 for name, batch in self.batches(epoch):

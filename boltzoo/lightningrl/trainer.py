@@ -6,8 +6,9 @@ One step, top to bottom (``Trainer.train_step``):
 2. drop every group that holds a failed episode (policy or env error, timeout, over-long prompt);
 3. ``flatten``: one transition per LLM call of the trained agents, credited by ``credit``;
 4. ``compute_advantages`` within groups of the same task;
-5. optimise each policy on its own agents' transitions: micro-batches bucketed by length (no
-   compute on padding beyond the bucket), gradients accumulated and clipped per policy, one
+5. optimise each policy on its own agents' transitions: calls that continue each other packed
+   into one sequence (``sequences.pack_calls``), micro-batches bucketed by length (no compute
+   on padding beyond the bucket), gradients accumulated and clipped per policy, one
    AdamW step, the learning-rate schedule stepped; a non-finite loss skips the update and is
    logged;
 6. the samplers use the new weights: at once when they share the learner's weights (an adapter
