@@ -4,13 +4,14 @@ A math-v0 solver episode with the calculator is two calls: ``<calc>...</calc>``,
 tool's output) the answer, and the second call's prompt is the first call's prompt, response and
 the tool output. ``TrainerConfig.pack_calls`` (the default) runs such calls as one sequence.
 This script times ``Trainer._accumulate`` (forward and backward over one step's calls, the
-real code) on SmolLM2-135M-Instruct with the demo's learner settings (LoRA r=16, bf16 autocast),
-both ways, alternating, on the same calls: response tokens per second and the ratio. The calls
+real code) on SmolLM2-135M-Instruct with the demo's learner settings (LoRA r=16, bf16 autocast;
+``--precision fp32`` for fp32), both ways on the same calls, after one untimed pass of each, in
+rounds of alternating order: response tokens per second (best round) and the ratio. The calls
 are real two-turn episodes: their token ids come from SmolLM2's chat template over the env's
 own prompts, the responses are the oracle's (a calculator call, then the answer) or, with
 ``--model``, a model's greedy ones.
 
-    python scripts/bench_packing.py --episodes 32 --rounds 3
+    python scripts/bench_packing.py --episodes 32 --rounds 4
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=32, help="two-turn episodes a step")
     parser.add_argument("--rounds", type=int, default=3, help="timed passes of each way")
     parser.add_argument("--model", default=None, help="a model folder whose greedy calls to use")
+    parser.add_argument("--precision", default="bf16", help="the learner's: fp32 | bf16")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/bench_packing.json"))
     args = parser.parse_args()
     torch.manual_seed(0)
@@ -64,7 +66,7 @@ def main() -> None:
         output_dir="/tmp/bench_packing",
         lora_r=16,
         lora_alpha=32,
-        precision="bf16",
+        precision=args.precision,
         progress=False,
     )
     trainer = Trainer(config, model=model.float(), tokenizer=tokenizer)
@@ -73,13 +75,15 @@ def main() -> None:
     response_tokens = sum(len(t.response_token_ids) for t in transitions)
     prompt_tokens = sum(len(t.prompt_token_ids) for t in transitions)
     seconds: dict[bool, list[float]] = {False: [], True: []}
-    for _ in range(args.rounds):
-        for packed in (False, True):
+    # One untimed pass of each way first (allocator warm-up), then rounds in alternating order.
+    for round_ in range(-1, args.rounds):
+        for packed in (False, True) if round_ % 2 == 0 else (True, False):
             trainer.config.pack_calls = packed
             trainer.optimizer.zero_grad(set_to_none=True)
             started = time.perf_counter()
             assert trainer._accumulate("policy", transitions, {}, 1.0)
-            seconds[packed].append(time.perf_counter() - started)
+            if round_ >= 0:
+                seconds[packed].append(time.perf_counter() - started)
     results = []
     for packed in (False, True):
         best = min(seconds[packed])

@@ -1,0 +1,122 @@
+"""A warm start then RL on any env: held-out success untrained -> after SFT -> after RL.
+
+    python scripts/bench_warm_start.py sql-v0 --demos 32 --minutes 10 \\
+        --env-kwargs '{"agents": ["writer"], "schema_rows": 0}' --splits test test_unseen \\
+        --out benchmarks/results/warm_start_sql.json
+
+The recipe, with the command line only: ``boltzoo rollout --policy oracle`` records ``--demos``
+demonstrations on the train split; ``boltzoo sft`` fine-tunes a LoRA adapter (r=16) on them;
+``boltzoo train --init-from`` continues with LightningRL (both with bf16 autocast in the
+learner, the faster on this CPU) for ``--minutes`` of training. Then
+each ``--splits`` split is evaluated three times with the same code and tasks (greedy,
+``--eval-tasks`` tasks spread over the split, through the bf16 sampling copy): the untrained
+model, the warm start, and the RL run's last checkpoint. Writes the figures to ``--out`` and
+the RL run's curves (``boltzoo plot``) into the run folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from benchlib import train, write_record
+
+
+def boltzoo(*args: str) -> None:
+    """Run one ``boltzoo`` command (printing it), failing loudly."""
+    print("$ boltzoo", " ".join(shlex.quote(a) for a in args), flush=True)
+    subprocess.run([sys.executable, "-m", "boltzoo.cli", *args], check=True)
+
+
+def held_out(rl_dir: Path, sft_dir: Path, split: str) -> dict[str, float]:
+    """Evaluate the untrained model, the warm start and the RL run on ``split``."""
+    from boltzoo.lightningrl.config import TrainerConfig
+    from boltzoo.lightningrl.trainer import Trainer
+
+    config = TrainerConfig.load(
+        rl_dir / "config.json", eval_env_kwargs={"split": split}, init_from=None
+    )
+    figures = {}
+    with Trainer(config) as trainer:
+        for stage in ("untrained", "warm_start", "rl"):
+            if stage == "warm_start":
+                trainer.load_weights_from(sft_dir)
+            elif stage == "rl" and not trainer.resume():
+                raise RuntimeError(f"{rl_dir} holds no checkpoint")
+            result = trainer.evaluate()
+            figures[f"{stage}_success"] = result["eval_success_rate"]
+            figures[f"{stage}_score"] = result["eval_score"]
+            print(f"{split} {stage}: {result}", flush=True)
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("env")
+    parser.add_argument("--env-kwargs", default="{}", help="JSON: the env's arguments")
+    parser.add_argument("--train-agents", default=None, help="JSON list (default: all)")
+    parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--demos", type=int, default=32, help="oracle demonstrations")
+    parser.add_argument("--sft-epochs", type=int, default=1)
+    parser.add_argument("--sft-lr", type=float, default=5e-4)
+    parser.add_argument("--minutes", type=float, default=10.0, help="RL training minutes")
+    parser.add_argument("--lr", type=float, default=1e-4, help="RL learning rate")
+    parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--splits", nargs="+", default=["test"])
+    parser.add_argument("--eval-tasks", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--run-dir", type=Path, default=None)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    run_dir = args.run_dir or Path("runs") / f"bench-{args.out.stem}"
+    if run_dir.exists() and any(run_dir.iterdir()):
+        raise SystemExit(f"{run_dir} holds an earlier run: remove it, or pick another folder")
+    env_kwargs = json.loads(args.env_kwargs)
+    env_args = [arg for k, v in env_kwargs.items() for arg in ("-e", f"{k}={json.dumps(v)}")]
+    agents = ["--train-agents", args.train_agents] if args.train_agents else []
+    lora = ["--lora-r", "16", "--lora-alpha", "32", "--seed", str(args.seed)]
+    demos, sft_dir, rl_dir = run_dir / "demos.jsonl", run_dir / "sft", run_dir / "rl"
+
+    boltzoo("rollout", args.env, "--policy", "oracle", "--split", "train", "--episodes",
+            str(args.demos), *env_args, "--out", str(demos), "--quiet")  # fmt: skip
+    boltzoo("sft", args.env, "--model", args.model, "--demos", str(demos), "--output-dir",
+            str(sft_dir), "--env-kwargs", args.env_kwargs, "--epochs", str(args.sft_epochs),
+            "--lr", str(args.sft_lr), "--batch-size", "4", "--eval-tasks", "0",
+            "--precision", "bf16", *agents, *lora)  # fmt: skip
+    rows = train(rl_dir, [
+        args.env, "--model", args.model, "--init-from", str(sft_dir),
+        "--env-kwargs", args.env_kwargs, *agents, "--max-train-minutes", str(args.minutes),
+        "--steps", "1000", "--tasks-per-step", "8", "--group-size", "4",
+        "--max-new-tokens", str(args.max_new_tokens), "--temperature", str(args.temperature),
+        "--lr", str(args.lr), "--sampler", "copy", "--sampler-precision", "bf16",
+        "--precision", "bf16", "--eval-every", "0", "--eval-tasks", str(args.eval_tasks),
+        "--save-every", "0", *lora,
+    ])  # fmt: skip
+    boltzoo("plot", str(rl_dir))
+    figures = {split: held_out(rl_dir, sft_dir, split) for split in args.splits}
+    steps = [r for r in rows if "reward" in r]
+    write_record(
+        args.out,
+        [{"split": split, **values} for split, values in figures.items()],
+        env=args.env,
+        env_kwargs=env_kwargs,
+        demos=args.demos,
+        rl_steps=len(steps),
+        rl_minutes=round(steps[-1]["train_seconds"] / 60, 2) if steps else 0.0,
+        train_success=[round(r["success_rate"], 3) for r in steps],
+        eval_tasks=args.eval_tasks,
+    )
+    for split, values in figures.items():
+        print(
+            f"{args.env} {split}: untrained {values['untrained_success']:.1%} -> warm start "
+            f"{values['warm_start_success']:.1%} -> RL {values['rl_success']:.1%}"
+        )
+
+
+if __name__ == "__main__":
+    main()
