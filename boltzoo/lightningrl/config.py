@@ -266,9 +266,10 @@ class SFTConfig:
 
     def trainer_config(self) -> TrainerConfig:
         """Return the RL config that holds this run's weights, evaluation and checkpoints."""
-        shared = {f.name for f in dataclasses.fields(TrainerConfig)} & set(self.to_dict())
-        values = {name: getattr(self, name) for name in shared}
-        return TrainerConfig(**values, eval_every=1 if self.eval_tasks else 0, save_every=0)
+        ours = {f.name for f in dataclasses.fields(self)}
+        shared = ours & {f.name for f in dataclasses.fields(TrainerConfig)}
+        # SFTTrainer runs its own loop: it evaluates and saves by this config, not by RL's.
+        return TrainerConfig(**{name: getattr(self, name) for name in shared}, save_every=0)
 
     def to_dict(self) -> dict[str, Any]:
         """Return the config as plain JSON values."""
