@@ -9,8 +9,8 @@ for agent in env.agent_iter():
 """
 
 from boltzoo.episode import Completion, Episode, Step, load_episodes, save_episodes
-from boltzoo.lightningrl.rollout import rollout
 from boltzoo.registration import make, make_gym, register_envs, registered_envs
+from boltzoo.rollout import rollout
 
 __version__ = "0.1.0"
 

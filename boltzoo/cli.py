@@ -27,8 +27,8 @@ from typing import Any
 
 from boltzoo.agents.scripted import SCRIPTED_POLICIES
 from boltzoo.episode import Episode
-from boltzoo.lightningrl.rollout import evaluation_tasks, rollout
 from boltzoo.registration import make, registered_envs, resolve_env_id
+from boltzoo.rollout import evaluation_tasks, rollout
 from boltzoo.tracing import configure_from_env
 
 
@@ -120,8 +120,17 @@ def play(args: argparse.Namespace) -> tuple[list[Episode], dict[str, Any]]:
         tasks = [i % num_tasks for i in range(count)]
     started = time.perf_counter()
     try:
+        if args.workers and gateway is not None:
+            raise SystemExit("--workers: framework agents play in this process for now")
         episodes = rollout(
-            env_id, policies, tasks=tasks, seed=args.seed, progress=not args.quiet, **env_kwargs
+            env_id,
+            policies,
+            tasks=tasks,
+            seed=args.seed,
+            progress=not args.quiet,
+            workers=args.workers,
+            ray_address=args.ray_address,
+            **env_kwargs,
         )
     finally:
         if gateway is not None:
@@ -351,6 +360,17 @@ def _play_arguments(parser: argparse.ArgumentParser, split: str) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="env keyword argument, e.g. -e level=medium -e max_turns=4 (repeatable)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        help="play on this many Ray workers (boltzoo[ray]; 0: in this process)",
+    )
+    parser.add_argument(
+        "--ray-address",
+        default=None,
+        help="the Ray cluster to join (auto or host:port); default: a local Ray on 127.0.0.1",
     )
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")

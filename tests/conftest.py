@@ -150,6 +150,31 @@ def smollm2_tokenizer():
 
 
 @pytest.fixture
+def tokens_config(smollm2_tokenizer):
+    """A factory of TrainerConfigs for a tiny model on tokens-v0 (a run of seconds that learns):
+    ``tokens_config(folder, **overrides)`` writes the run into ``folder / "run"``."""
+    from boltzoo.lightningrl.config import TrainerConfig
+
+    def make(folder, **overrides):
+        values = dict(
+            env="tokens-v0",
+            env_kwargs={"vocab_size": len(smollm2_tokenizer), "target_size": 3000},
+            model="tiny",
+            output_dir=str(folder / "run"),
+            steps=8,
+            tasks_per_step=8,
+            group_size=4,
+            max_new_tokens=16,
+            lr=5e-2,
+            save_every=0,
+            progress=False,
+        )
+        return TrainerConfig(**(values | overrides))
+
+    return make
+
+
+@pytest.fixture
 def tiny_policy(smollm2_tokenizer):
     """A factory of TransformersPolicy over a tiny random Llama with SmolLM2's tokenizer."""
     from boltzoo.agents.models import tiny_model

@@ -60,7 +60,11 @@ class _FrameworkPolicy:
         self.build_agent = build_agent
         self.gateway = gateway
         self.max_concurrency = max_concurrency
-        self.version = 0
+
+    @property
+    def version(self) -> int | None:
+        """The version of the weights behind the gateway (its policy owns it)."""
+        return getattr(self.gateway.policy, "version", None)
 
     def act(self, turns: Sequence[Turn]) -> list[Completion]:
         """Return one Completion per turn: the agent's final message, with its LLM calls."""

@@ -96,7 +96,7 @@ class TransformersPolicy:
         self.max_batch_size = int(max_batch_size)
         context = getattr(model.config, "max_position_embeddings", None) or 2048
         self.max_prompt_tokens = max_prompt_tokens or max(1, context - max_new_tokens)
-        self.version = 0  # bumped by the learner after each update of the weights
+        self.version = 0  # set by the learner with each update of the weights (load_weights)
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
         eos = {tokenizer.eos_token_id, *_as_list(model.generation_config.eos_token_id)}
         self.eos_token_ids = {t for t in eos if t is not None}
@@ -163,12 +163,13 @@ class TransformersPolicy:
         return completions
 
     @torch.no_grad()
-    def load_weights(self, state_dict: Mapping[str, torch.Tensor]) -> None:
+    def load_weights(self, state_dict: Mapping[str, torch.Tensor], *, version: int) -> None:
         """Copy new weights (a full transformers ``state_dict``) into this policy's model, cast
-        to its dtype; later Completions carry the next version. The same call as
-        :meth:`VLLMPolicy.load_weights`, so a learner can sync either backend."""
+        to its dtype; later Completions carry ``version`` (the learner's count of updates: it
+        alone numbers the weights). The same call as :meth:`VLLMPolicy.load_weights`, so a
+        learner can sync either backend."""
         self.model.load_state_dict(dict(state_dict), strict=True)
-        self.version += 1
+        self.version = int(version)
 
     # --- sampling --------------------------------------------------------------------------
 

@@ -131,8 +131,11 @@ class VLLMPolicy:
             )
         return completions
 
-    def load_weights(self, state_dict: Mapping[str, Any] | Iterable[tuple[str, Any]]) -> None:
-        """Load new weights into the running engine; later Completions carry the next version.
+    def load_weights(
+        self, state_dict: Mapping[str, Any] | Iterable[tuple[str, Any]], *, version: int
+    ) -> None:
+        """Load new weights into the running engine; later Completions carry ``version`` (the
+        learner's count of updates).
 
         Pass the whole ``model.state_dict()`` (names as in the transformers model): tied
         weights such as ``lm_head.weight`` must be there, as vLLM's reload does not re-tie them.
@@ -141,13 +144,16 @@ class VLLMPolicy:
         packed = [(name, *_pack(tensor)) for name, tensor in named_tensors]
         self.engine.collective_rpc("boltzoo_load_weights", args=(packed,))
         self.engine.reset_prefix_cache()  # cached prefixes were computed by the old weights
-        self.version += 1
+        self.version = int(version)
 
-    def load_lora(self, adapter_dir: str | os.PathLike, name: str = "boltzoo") -> None:
-        """Sample from now on with the LoRA adapter saved (peft format) in ``adapter_dir``."""
+    def load_lora(
+        self, adapter_dir: str | os.PathLike, *, version: int, name: str = "boltzoo"
+    ) -> None:
+        """Sample from now on with the LoRA adapter saved (peft format) in ``adapter_dir``;
+        later Completions carry ``version``."""
         from vllm.lora.request import LoRARequest
 
-        self.version += 1
+        self.version = int(version)
         # A new id per version: vLLM caches adapters by id.
         self._lora = LoRARequest(f"{name}-v{self.version}", self.version, str(adapter_dir))
 

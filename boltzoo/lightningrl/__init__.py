@@ -11,8 +11,8 @@ from importlib import import_module
 from typing import Any
 
 from boltzoo.lightningrl.credit import discounted, get_credit, identical, returns
-from boltzoo.lightningrl.rollout import rollout
 from boltzoo.lightningrl.transitions import Transition, flatten, select_agents
+from boltzoo.rollout import rollout
 
 # The torch-based parts load on first use, so that `import boltzoo` stays light.
 _LAZY = {

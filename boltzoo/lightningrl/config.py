@@ -93,6 +93,17 @@ class TrainerConfig:
     max_prompt_tokens: int | None = _help(
         "a longer prompt fails its episode, which is dropped with its group", default=None
     )
+    rollout_workers: int = _help(
+        "0: rollouts run in this process; N: on N Ray actors (boltzoo[ray]), each with its own "
+        "envs and sampling copy (sampler shared becomes copy), the weights broadcast through "
+        "Ray's object store after every update",
+        default=0,
+    )
+    ray_address: str | None = _help(
+        "the Ray cluster of the rollout workers: auto or host:port joins one; none starts a "
+        "local Ray on 127.0.0.1",
+        default=None,
+    )
 
     # --- credit and advantages
     credit: str = _help("identical | discounted | returns", default="identical")
@@ -165,6 +176,13 @@ class TrainerConfig:
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name}={getattr(self, name)!r}; choose one of {allowed}")
+        if self.rollout_workers < 0:
+            raise ValueError(f"rollout_workers must be 0 or more, got {self.rollout_workers}")
+        if self.rollout_workers and self.framework:
+            raise ValueError(
+                "rollout_workers with a framework is not supported yet: framework agents roll "
+                "out in this process (rollout_workers=0)"
+            )
         for name in ("steps", "tasks_per_step", "group_size", "max_new_tokens", "epochs_per_step"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")

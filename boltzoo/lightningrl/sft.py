@@ -179,7 +179,7 @@ class SFTTrainer(Trainer):
                     history.append(metrics)
                     bar.update(1)
                     bar.set_postfix(loss=f"{metrics['sft_loss']:.3f}", epoch=epoch + 1)
-                self._sync_samplers(self.policy_names)
+                self.sampling.sync(self.policy_names, self.step)
                 self.save()
             if cfg.eval_tasks:
                 self._log({"step": self.step, **self.evaluate()})

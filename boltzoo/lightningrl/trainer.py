@@ -28,7 +28,6 @@ import json
 import math
 import random
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -37,13 +36,12 @@ import torch
 from tqdm.auto import tqdm
 
 from boltzoo.agents.models import load_model
-from boltzoo.agents.transformers_policy import TransformersPolicy
 from boltzoo.errors import MissingDependencyError, RunFolderError
 from boltzoo.lightningrl.advantages import compute_advantages
 from boltzoo.lightningrl.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from boltzoo.lightningrl.config import TrainerConfig
 from boltzoo.lightningrl.loss import policy_loss
-from boltzoo.lightningrl.rollout import evaluation_tasks, rollout
+from boltzoo.lightningrl.samplers import FROZEN, Samplers
 from boltzoo.lightningrl.sequences import (
     PackedCalls,
     call_spans,
@@ -55,11 +53,10 @@ from boltzoo.lightningrl.transitions import Transition, flatten, select_agents
 from boltzoo.lightningrl.weights import (
     adapter_parameters,
     add_lora_adapters,
-    is_peft_model,
     lora_state_dict,
-    merged_state_dict,
 )
 from boltzoo.registration import make, resolve_env_id
+from boltzoo.rollout import evaluation_tasks, generator_state
 
 
 class Trainer:
@@ -153,18 +150,18 @@ class Trainer:
         self.reference = frozen if cfg.kl_coef else None  # (LoRA: the base, adapters off)
 
         # --- the samplers: the learner's weights themselves, or copies synced after updates
-        self.samplers = {
-            name: self._make_sampler(
-                self.models[name], name if self.lora else None, f"{cfg.model}:{name}", i
-            )
-            for i, name in enumerate(self.policy_names)
-        }
-        self.frozen_policy = None
-        if untrained:
-            source = frozen if frozen is not None else self.model
-            self.frozen_policy = self._make_sampler(
-                source, None, f"{cfg.model}@0", len(self.policy_names)
-            )
+        # (here or on Ray workers; samplers.py)
+        self.sampling = Samplers(
+            cfg,
+            self.models,
+            tokenizer,
+            self.device,
+            lora=self.lora,
+            frozen_source=(frozen if frozen is not None else self.model) if untrained else None,
+            agent_names={a: self.policy_of.get(a, FROZEN) for a in self.agents},
+        )
+        self.samplers = self.sampling.trained
+        self.frozen_policy = self.sampling.frozen
 
         # --- framework agents: each trained agent's agent calls its policy through a gateway
         self.gateways: dict[str, Any] = {}
@@ -190,41 +187,6 @@ class Trainer:
         """The sampling policy of the first trained policy name (the only one, by default)."""
         return self.samplers[self.policy_names[0]]
 
-    def _make_sampler(self, model: Any, adapter: str | None, name: str, index: int) -> Any:
-        """Return the sampling policy over ``model`` (with ``adapter``), per ``config.sampler``."""
-        cfg = self.config
-        sampling = dict(
-            max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p
-        )
-        if cfg.sampler == "vllm":
-            from boltzoo.agents.vllm_policy import VLLMPolicy
-
-            dtype = "bfloat16" if cfg.sampler_precision == "bf16" else "float32"
-            engine = {"dtype": dtype} | cfg.sampler_kwargs
-            policy = VLLMPolicy(cfg.model, seed=cfg.seed + index, **engine, **sampling)
-            if adapter is not None:
-                policy.load_weights(merged_state_dict(model, adapter))
-            return policy
-        if cfg.sampler == "copy":
-            # A separate model in the sampling dtype, loaded with the merged weights: sampling
-            # runs without LoRA's extra matmuls and, in bf16, about twice as fast on a CPU.
-            from transformers import AutoModelForCausalLM
-
-            base = model.get_base_model() if is_peft_model(model) else model
-            dtype = torch.bfloat16 if cfg.sampler_precision == "bf16" else torch.float32
-            sampling_model = AutoModelForCausalLM.from_config(base.config, dtype=dtype)
-            sampling_model.load_state_dict(merged_state_dict(model, adapter))
-            model, adapter = sampling_model.to(self.device).eval(), None
-        return TransformersPolicy(
-            model,
-            self.tokenizer,
-            name=name,
-            seed=cfg.seed + index,
-            max_prompt_tokens=cfg.max_prompt_tokens,
-            adapter=adapter,
-            **sampling,
-        )
-
     def _start_framework_agents(self, builders: dict[str, Any]) -> None:
         from boltzoo.agents import examples, frameworks
         from boltzoo.agents.gateway import Gateway
@@ -243,26 +205,17 @@ class Trainer:
             self.agent_policies[agent] = adapter(build, self.gateways[name])
 
     def close(self) -> None:
-        """Stop the framework agents' gateways (if any)."""
+        """Stop the framework agents' gateways and the Ray rollout workers (if any)."""
         for gateway in self.gateways.values():
             gateway.close()
         self.gateways.clear()
+        self.sampling.close()
 
     def __enter__(self) -> Trainer:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def _sync_samplers(self, names: list[str]) -> None:
-        """Give the samplers of ``names`` the learner's new weights; every trained sampler's
-        Completions from now on carry the current step as their policy version."""
-        for name in names:
-            if self.config.sampler != "shared":
-                adapter = name if self.lora else None
-                self.samplers[name].load_weights(merged_state_dict(self.models[name], adapter))
-        for policy in [*self.samplers.values(), *self.agent_policies.values()]:
-            policy.version = self.step
 
     def _learner(self, name: str) -> Any:
         """Return the module whose forward pass is policy ``name`` (selecting its adapter)."""
@@ -287,11 +240,9 @@ class Trainer:
     # --- one step --------------------------------------------------------------------------
 
     def policies(self) -> dict[str, Any]:
-        """Return the policy of every agent: its trained policy, or the frozen initial one."""
-        acting = {
-            a: self.agent_policies.get(a, self.samplers[n]) for a, n in self.policy_of.items()
-        }
-        return {agent: acting.get(agent, self.frozen_policy) for agent in self.agents}
+        """Return the policy of every agent: its trained policy (or framework agent calling
+        it), or the frozen initial one."""
+        return self.sampling.by_agent(self.agent_policies)
 
     def train_step(self) -> dict[str, Any]:
         """Run one LightningRL step; return its metrics."""
@@ -302,14 +253,13 @@ class Trainer:
         )
         for model in self.models.values():
             model.eval()
-        episodes = rollout(
+        episodes = self.sampling.rollout(
             self.env_id,
             self.policies(),
-            tasks=[int(t) for t in tasks],
+            [int(t) for t in tasks],
             group_size=cfg.group_size,
             seed=cfg.seed * 1_000_003 + self.step * 1_009,
             episode_timeout_s=cfg.episode_timeout_s,
-            progress=False,
             **cfg.env_kwargs,
         )
         rollout_seconds = time.perf_counter() - started
@@ -330,12 +280,14 @@ class Trainer:
                 normalize_std=cfg.normalize_std,
                 per_episode=cfg.per_episode_advantage,
             )
+        # samples drawn with older weights than the learner's (a worker that missed a sync)
+        stale = sum(t.policy_version not in (None, self.step) for t in transitions)
         update_started = time.perf_counter()
         update = self.update(transitions) if transitions else {}
         self.scheduler.step()
         self.step += 1
         # 6. the samplers act with the new weights from the next rollout on
-        self._sync_samplers(sorted({self.policy_of[t.agent] for t in transitions}))
+        self.sampling.sync(sorted({self.policy_of[t.agent] for t in transitions}), self.step)
         update_seconds = time.perf_counter() - update_started
 
         self.train_seconds += time.perf_counter() - started
@@ -350,6 +302,7 @@ class Trainer:
             "episodes": len(episodes),
             "failed_episodes": len(episodes) - len(ok),
             "dropped_groups": len(failed_groups),
+            "stale_transitions": stale,
             "transitions": len(transitions),
             "advantage_mean": float(np.mean(advantages)) if advantages else 0.0,
             "advantage_std": float(np.std(advantages)) if advantages else 0.0,
@@ -497,12 +450,6 @@ class Trainer:
 
     # --- evaluation ------------------------------------------------------------------------
 
-    def _all_samplers(self) -> dict[str, Any]:
-        named = dict(self.samplers)
-        if self.frozen_policy is not None:
-            named[FROZEN] = self.frozen_policy
-        return named
-
     def evaluate(self) -> dict[str, float]:
         """Return held-out success rate, mean score and the trained agents' mean episode return
         (``eval_return``, each agent's rewards summed, averaged over agents), greedy decoding,
@@ -514,24 +461,14 @@ class Trainer:
         cfg = self.config
         kwargs = cfg.env_kwargs | cfg.eval_env_kwargs
         num_tasks = make(self.env_id, **kwargs).unwrapped.num_tasks
-        samplers = list(self._all_samplers().values())
-        saved = [(p.sampling, _generator_state(p)) for p in samplers]
-        for p in samplers:
-            p.sampling = replace(p.sampling, temperature=0.0)
-        try:
-            episodes = rollout(
-                self.env_id,
-                self.policies(),
-                tasks=evaluation_tasks(num_tasks, cfg.eval_tasks),
-                seed=cfg.seed,
-                progress=False,
-                **kwargs,
-            )
-        finally:
-            for p, (sampling, generator_state) in zip(samplers, saved, strict=True):
-                p.sampling = sampling
-                if generator_state is not None:
-                    p.generator.set_state(generator_state)
+        episodes = self.sampling.rollout(
+            self.env_id,
+            self.policies(),
+            evaluation_tasks(num_tasks, cfg.eval_tasks),
+            seed=cfg.seed,
+            greedy=True,
+            **kwargs,
+        )
         ok = [e for e in episodes if not e.failed]
         n = max(1, len(episodes))
         # the return includes shaping (tool and format rewards) that the score leaves out
@@ -645,7 +582,7 @@ class Trainer:
             "scheduler": self.scheduler.state_dict(),
             "task_rng": self.task_rng.bit_generator.state,
             "sampling_generators": {
-                name: _generator_state(p) for name, p in self._all_samplers().items()
+                name: generator_state(p) for name, p in self.sampling.named().items()
             },
             "torch_rng": torch.get_rng_state(),
             "numpy_rng": np.random.get_state(),
@@ -677,7 +614,7 @@ class Trainer:
                 "use the same model, lora_* settings, train_agents and policy_map"
             )
         self._load_trained_weights(weights)
-        self._sync_samplers(self.policy_names)
+        self.sampling.sync(self.policy_names, self.step)
         return folder
 
     def resume(self) -> bool:
@@ -702,11 +639,11 @@ class Trainer:
         generators = state.get("sampling_generators") or {
             self.policy_names[0]: state.get("sampling_generator")
         }
-        for name, sampler in self._all_samplers().items():
-            generator_state = generators.get(name)
-            if generator_state is not None:
-                sampler.generator.set_state(generator_state)
-        self._sync_samplers(self.policy_names)
+        for name, sampler in self.sampling.named().items():
+            saved = generators.get(name)
+            if saved is not None:
+                sampler.generator.set_state(saved)
+        self.sampling.sync(self.policy_names, self.step)
         torch.set_rng_state(state["torch_rng"])
         np.random.set_state(state["numpy_rng"])
         random.setstate(state["python_rng"])
@@ -719,12 +656,6 @@ class Trainer:
 
 
 STATISTICS = ("pg_loss", "kl", "entropy", "clip_fraction", "ratio_mean")  # from LossOutput
-FROZEN = "@frozen"  # the key of the untrained agents' sampler in checkpoints
-
-
-def _generator_state(policy: Any) -> torch.Tensor | None:
-    generator = getattr(policy, "generator", None)  # vLLM seeds per request instead
-    return generator.get_state() if generator is not None else None
 
 
 def _seed_everything(seed: int) -> None:

@@ -66,7 +66,7 @@ def test_an_autogen_agent_learns_from_the_calls_the_gateway_recorded(tmp_path, s
         before = {k: v.clone() for k, v in trainer.model.state_dict().items() if ".lora_" in k}
         trainer.update(transitions)
         trainer.step += 1
-        trainer._sync_samplers(["policy"])
+        trainer.sampling.sync(["policy"], trainer.step)
         after = trainer.model.state_dict()
         assert any(not torch.equal(after[k], v) for k, v in before.items())
 

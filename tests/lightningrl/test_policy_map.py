@@ -160,7 +160,7 @@ def test_a_bf16_sampling_copy_is_synced_after_every_update(tmp_path, smollm2_tok
     assert next(searcher.model.parameters()).dtype == torch.bfloat16
     trainer.update(team_transitions(trainer))
     trainer.step += 1
-    trainer._sync_samplers(["searcher", "answerer"])
+    trainer.sampling.sync(["searcher", "answerer"], trainer.step)
     for name in ("searcher", "answerer"):
         merged = merged_state_dict(trainer.model, name)
         copy = trainer.samplers[name].model.state_dict()
@@ -179,7 +179,7 @@ def test_an_fp32_sampling_copy_reproduces_the_learners_logprobs(tmp_path, smollm
     trainer = team_trainer(tmp_path, smollm2_tokenizer, sampler="copy", policy_map={})
     trainer.update(team_transitions(trainer))
     trainer.step += 1
-    trainer._sync_samplers(["policy"])
+    trainer.sampling.sync(["policy"], trainer.step)
     transitions = flatten(
         rollout(
             trainer.env_id,

@@ -15,31 +15,14 @@ from boltzoo.lightningrl.rollout import evaluation_tasks
 from boltzoo.lightningrl.trainer import Trainer, micro_batches
 
 
-def tokens_config(tmp_path, smollm2_tokenizer, **overrides):
-    values = dict(
-        env="tokens-v0",
-        env_kwargs={"vocab_size": len(smollm2_tokenizer), "target_size": 3000},
-        model="tiny",
-        output_dir=str(tmp_path / "run"),
-        steps=8,
-        tasks_per_step=8,
-        group_size=4,
-        max_new_tokens=16,
-        lr=5e-2,
-        save_every=0,
-        progress=False,
-    )
-    return TrainerConfig(**(values | overrides))
-
-
 def weights(model):
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
-def test_tiny_model_learns_to_write_target_tokens(tmp_path, smollm2_tokenizer):
+def test_tiny_model_learns_to_write_target_tokens(tmp_path, smollm2_tokenizer, tokens_config):
     # Reward: the fraction of response tokens in a fixed set of 3,000 of 49,152 ids (about 6%
     # by chance at the start). A working learner raises it well above that in a few steps.
-    config = tokens_config(tmp_path, smollm2_tokenizer)
+    config = tokens_config(tmp_path)
     trainer = Trainer(config, model=tiny_model(len(smollm2_tokenizer)), tokenizer=smollm2_tokenizer)
     history = trainer.train()
     start, end = history[0]["reward"], sum(m["reward"] for m in history[-2:]) / 2
@@ -79,23 +62,25 @@ def test_untrained_agents_keep_bit_identical_weights(tmp_path, smollm2_tokenizer
     assert any(not torch.equal(trained[k], before[k]) for k in before)  # the writer learned
 
 
-def test_killed_and_resumed_run_matches_one_that_ran_straight_through(tmp_path, smollm2_tokenizer):
+def test_killed_and_resumed_run_matches_one_that_ran_straight_through(
+    tmp_path, smollm2_tokenizer, tokens_config
+):
     straight = Trainer(
-        tokens_config(tmp_path / "a", smollm2_tokenizer, steps=4, save_every=2),
+        tokens_config(tmp_path / "a", steps=4, save_every=2),
         model=tiny_model(len(smollm2_tokenizer)),
         tokenizer=smollm2_tokenizer,
     )
     straight_history = straight.train()
 
     first = Trainer(
-        tokens_config(tmp_path / "b", smollm2_tokenizer, steps=2, save_every=2),
+        tokens_config(tmp_path / "b", steps=2, save_every=2),
         model=tiny_model(len(smollm2_tokenizer)),
         tokenizer=smollm2_tokenizer,
     )
     first.train()
     del first  # the process "dies" after its checkpoint
     resumed = Trainer(
-        tokens_config(tmp_path / "b", smollm2_tokenizer, steps=4, save_every=2),
+        tokens_config(tmp_path / "b", steps=4, save_every=2),
         model=tiny_model(len(smollm2_tokenizer)),
         tokenizer=smollm2_tokenizer,
     )
@@ -107,9 +92,11 @@ def test_killed_and_resumed_run_matches_one_that_ran_straight_through(tmp_path, 
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
-def test_checkpoint_interrupted_mid_write_is_never_used(tmp_path, smollm2_tokenizer, monkeypatch):
+def test_checkpoint_interrupted_mid_write_is_never_used(
+    tmp_path, smollm2_tokenizer, monkeypatch, tokens_config
+):
     trainer = Trainer(
-        tokens_config(tmp_path, smollm2_tokenizer, steps=2),
+        tokens_config(tmp_path, steps=2),
         model=tiny_model(len(smollm2_tokenizer)),
         tokenizer=smollm2_tokenizer,
     )
@@ -128,14 +115,14 @@ def test_checkpoint_interrupted_mid_write_is_never_used(tmp_path, smollm2_tokeni
     assert checkpoint_module.latest_checkpoint(root) == good
     assert list(root.glob(".tmp-step-*"))  # the half-written folder is there, but ignored
     fresh = Trainer(
-        tokens_config(tmp_path, smollm2_tokenizer, steps=2),
+        tokens_config(tmp_path, steps=2),
         model=tiny_model(len(smollm2_tokenizer)),
         tokenizer=smollm2_tokenizer,
     )
     assert fresh.resume() and fresh.step == 1
 
 
-def test_non_finite_loss_skips_the_update(tmp_path, smollm2_tokenizer, monkeypatch):
+def test_non_finite_loss_skips_the_update(tmp_path, smollm2_tokenizer, monkeypatch, tokens_config):
     import boltzoo.lightningrl.trainer as trainer_module
 
     real_loss = trainer_module.policy_loss
@@ -147,7 +134,7 @@ def test_non_finite_loss_skips_the_update(tmp_path, smollm2_tokenizer, monkeypat
 
     monkeypatch.setattr(trainer_module, "policy_loss", nan_loss)
     trainer = Trainer(
-        tokens_config(tmp_path, smollm2_tokenizer, steps=1),
+        tokens_config(tmp_path, steps=1),
         model=tiny_model(len(smollm2_tokenizer)),
         tokenizer=smollm2_tokenizer,
     )
@@ -181,12 +168,14 @@ def test_evaluation_tasks_spread_over_the_split_without_repeats():
     assert evaluation_tasks(7, 7) == list(range(7))
 
 
-def test_eval_return_is_the_trained_agents_summed_reward(tmp_path, smollm2_tokenizer):
+def test_eval_return_is_the_trained_agents_summed_reward(
+    tmp_path, smollm2_tokenizer, tokens_config
+):
     # tokens-v0 pays its score once, as the reward, and has no shaping: the two must agree
     # (every id is a target: each greedy response scores 1.0, whatever the random model writes)
     vocab = len(smollm2_tokenizer)
     env_kwargs = {"vocab_size": vocab, "target_size": vocab}
-    config = tokens_config(tmp_path, smollm2_tokenizer, env_kwargs=env_kwargs, eval_tasks=8)
+    config = tokens_config(tmp_path, env_kwargs=env_kwargs, eval_tasks=8)
     trainer = Trainer(config, model=tiny_model(vocab), tokenizer=smollm2_tokenizer)
     evaluation = trainer.evaluate()
     assert evaluation["eval_failed"] == 0

@@ -1,0 +1,162 @@
+"""Rollouts on Ray workers: the same episodes as in process, a killed or hung worker loses only
+its own episodes and is replaced, a training run learns with its rollouts on two workers.
+
+One local Ray serves the whole module (started by the first pool, stopped at the end)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+import boltzoo  # noqa: E402
+from boltzoo.agents.models import tiny_model  # noqa: E402
+from boltzoo.agents.scripted import OraclePolicy  # noqa: E402
+from boltzoo.episode import Completion  # noqa: E402
+from boltzoo.lightningrl.trainer import Trainer  # noqa: E402
+from boltzoo.rollout import WorkerPool, connect_ray  # noqa: E402
+
+LOOPBACK = ("0100007F:", "0000000000000000FFFF00000100007F:")  # 127.0.0.1 in IPv4, IPv6
+
+
+def _listening_tcp() -> set[str]:
+    """Local addresses (hex ip:port) of the machine's listening TCP sockets."""
+    listening = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            rows = [line.split() for line in f.readlines()[1:]]
+        listening |= {row[1] for row in rows if row[3] == "0A"}
+    return listening
+
+
+# The workers cannot import this test module: its policies travel by value.
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray():
+    if ray.is_initialized():
+        ray.shutdown()
+    before = _listening_tcp()
+    connect_ray(None)
+    yield
+    after = _listening_tcp()
+    ray.shutdown()
+    # Every socket the local Ray opened listens on 127.0.0.1, none on another interface.
+    opened = after - before
+    assert opened, "Ray opened no listening socket?"
+    assert all(address.startswith(LOOPBACK) for address in opened), sorted(opened)
+
+
+def scripted_completion(observation):
+    """A deterministic policy with token ids and logprobs, as a model backend returns them."""
+    text = observation["messages"][-1]["content"]
+    ids = [ord(c) % 97 for c in text[-12:]]
+    return Completion(
+        text=f"\\boxed{{{len(text) % 7}}}",
+        prompt_token_ids=ids,
+        response_token_ids=ids[:3],
+        logprobs=[-0.5, -0.25, -0.125],
+    )
+
+
+def summary(episode):
+    return (
+        episode.task_index,
+        episode.seed,
+        episode.metadata["group"],
+        [
+            (s.agent, s.action.text, s.action.response_token_ids, s.action.logprobs, s.rewards)
+            for s in episode.steps
+        ],
+        episode.score,
+        episode.failed,
+    )
+
+
+@pytest.mark.parametrize("policy", [scripted_completion, OraclePolicy()], ids=["ids", "oracle"])
+def test_two_workers_return_the_in_process_episodes(policy):
+    kwargs = dict(tasks=[3, 1, 4, 1, 5], group_size=2, seed=7, progress=False, level="easy")
+    here = boltzoo.rollout("math-v0", {"solver": policy}, **kwargs)
+    there = boltzoo.rollout("math-v0", {"solver": policy}, workers=2, **kwargs)
+    assert [summary(e) for e in there] == [summary(e) for e in here]
+    assert not any(e.failed for e in there)
+    # the scripted token ids and logprobs travel back unchanged
+    if policy is scripted_completion:
+        action = there[0].steps[0].action
+        assert action.logprobs == [-0.5, -0.25, -0.125] and len(action.prompt_token_ids) == 12
+
+
+class SlowPolicy:
+    """Answers after ``delay_s``; in the process whose pid is ``hang_pid``, never answers."""
+
+    def __init__(self, delay_s: float, hang_pid: int | None = None):
+        self.delay_s, self.hang_pid = delay_s, hang_pid
+
+    def act(self, turns):
+        time.sleep(3600 if os.getpid() == self.hang_pid else self.delay_s)
+        return ["\\boxed{1}" for _ in turns]
+
+
+def test_a_killed_worker_loses_only_its_episodes_and_is_replaced():
+    with WorkerPool(2) as pool:
+        pids = pool.pids()
+        pool.install({"slow": SlowPolicy(0.5)}, {"solver": "slow"})
+        killer = threading.Timer(2.0, os.kill, args=(pids[0], signal.SIGKILL))
+        killer.start()
+        episodes = pool.rollout(
+            "math-v0", tasks=list(range(8)), group_size=1, num_envs=1, progress=False
+        )
+        killer.join()
+        assert len(episodes) == 8 and len({e.metadata["job"] for e in episodes}) == 8
+        # groups 0, 2, 4, 6 ran on worker 0: failed, with the reason; the others finished
+        lost = [e for e in episodes if e.failed]
+        assert [e.metadata["group"] for e in lost] == [0, 2, 4, 6]
+        assert all("WorkerError" in e.error for e in lost)
+        assert all(not e.failed and len(e.steps) >= 1 for e in episodes if e not in lost)
+        assert pool.restarts == 1
+        # the next rollout runs on a fresh worker that has the installed policy
+        new_pids = pool.pids()
+        assert new_pids[0] not in pids and new_pids[1] == pids[1]
+        again = pool.rollout("math-v0", tasks=[0, 1], group_size=1, progress=False)
+        assert not any(e.failed for e in again)
+
+
+def test_a_hung_worker_is_given_up_after_its_timeouts(monkeypatch):
+    # (boltzoo.rollout is the function; its module is in sys.modules)
+    monkeypatch.setattr(sys.modules["boltzoo.rollout"], "WORKER_GRACE_S", 2.0)
+    with WorkerPool(2) as pool:
+        pids = pool.pids()
+        pool.install({"fast": SlowPolicy(0.0)}, {"solver": "fast"})
+        pool.rollout("math-v0", tasks=[0, 1], progress=False)  # the workers import the envs
+        pool.install({"slow": SlowPolicy(0.0, hang_pid=pids[1])}, {"solver": "slow"})
+        started = time.monotonic()
+        episodes = pool.rollout(
+            "math-v0", tasks=[0, 1, 2, 3], group_size=1, episode_timeout_s=1.0, progress=False
+        )
+        assert time.monotonic() - started < 30
+        assert [e.failed for e in episodes] == [False, True, False, True]
+        assert pool.restarts == 1 and pool.pids()[1] != pids[1]
+
+
+def test_a_tiny_model_learns_with_rollouts_on_two_workers(
+    tmp_path, smollm2_tokenizer, tokens_config
+):
+    # as tests/lightningrl/test_trainer.py's in-process run: the reward (the share of target
+    # tokens, ~6% by chance) rises well above chance; the workers sample with synced copies.
+    config = tokens_config(tmp_path, seed=1, steps=12, rollout_workers=2)
+    model = tiny_model(len(smollm2_tokenizer))
+    with Trainer(config, model=model, tokenizer=smollm2_tokenizer) as trainer:
+        assert trainer.sampling.kind == "copy" and trainer.sampling.pool is not None
+        history = trainer.train()
+    start, end = history[0]["reward"], sum(m["reward"] for m in history[-2:]) / 2
+    assert start < 0.15
+    assert end > 0.3 and end > 3 * start
+    # every sample came from the weights of its own step
+    assert all(m["stale_transitions"] == 0 and m["failed_episodes"] == 0 for m in history)
