@@ -7,10 +7,12 @@ Both sides train the same model on the same transitions: N single calls with var
 logprobs from a no-grad forward so ratios start at 1, random advantages). The LightningRL side
 is the real code, ``Trainer.update`` (length-bucketed micro-batches, ``response_logprobs`` over
 the response positions only, ``policy_loss``, gradient accumulation, clipping, one AdamW step).
-The baseline is plain PyTorch: the transitions in their given order, cut into micro-batches of
-the same token budget, each right-padded to the longest sequence of all, full logits,
-log_softmax, gather of the response tokens, a REINFORCE loss ``-(A * logp * m).sum() / m.sum()``,
-backward, gradient clipping and one AdamW step. Runs alternate (baseline, LightningRL, ...)
+The baseline is plain PyTorch as a user would write it: the transitions in their given order,
+cut into micro-batches of the same token budget, each right-padded to the longest sequence of
+all, the transformer's hidden states, the output layer and log_softmax at the response positions
+only (``--baseline full-logits``: at every position, the naive way), gather of the response
+tokens, a REINFORCE loss ``-(A * logp).mean()`` over the response tokens, backward, gradient
+clipping and one AdamW step. Runs alternate (baseline, LightningRL, ...)
 and medians are compared: training tokens/s is response tokens per second of update wall time.
 The aim: LightningRL at least 0.9 of the baseline (bucketing may beat padding).
 
@@ -127,8 +129,10 @@ def baseline_update(
     pad: int,
     max_tokens: int,
     use_bf16: bool,
+    full_logits: bool = False,
 ) -> float:
-    """One plain PyTorch step on right-padded micro-batches; return the loss."""
+    """One plain PyTorch step on right-padded micro-batches; return the loss. The output layer
+    runs at the response positions only, or with ``full_logits`` at every position."""
     device = next(model.parameters()).device
     width = max(len(t.prompt_token_ids) + len(t.response_token_ids) for t in transitions)
     rows = max(1, max_tokens // width)
@@ -148,11 +152,16 @@ def baseline_update(
             mask[row, len(t.prompt_token_ids) - 1 : len(ids) - 1] = 1.0
         input_ids, attention, mask = input_ids.to(device), attention.to(device), mask.to(device)
         advantages = torch.tensor([t.advantage for t in batch], device=device)[:, None]
+        at = mask.bool()  # the positions that predict a response token
+        targets = input_ids[:, 1:][at]
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_bf16):
-            logits = model(input_ids=input_ids, attention_mask=attention).logits
-        logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)
-        logp = logp.gather(-1, input_ids[:, 1:, None]).squeeze(-1)
-        loss = -(advantages * logp * mask).sum() / mask.sum()
+            if full_logits:
+                logits = model(input_ids=input_ids, attention_mask=attention).logits[:, :-1][at]
+            else:
+                hidden = model.base_model(input_ids=input_ids, attention_mask=attention)
+                logits = model.get_output_embeddings()(hidden.last_hidden_state[:, :-1][at])
+        logp = torch.log_softmax(logits.float(), dim=-1).gather(-1, targets[:, None]).squeeze(-1)
+        loss = -(advantages.expand_as(mask)[at] * logp).sum() / mask.sum()
         (loss * (mask.sum().item() / total)).backward()
         loss_sum += loss.item() * mask.sum().item() / total
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -170,6 +179,12 @@ def main() -> None:
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda if present)")
     parser.add_argument(
         "--precision", choices=("auto", "fp32", "bf16"), default="auto", help="auto: bf16 on CUDA"
+    )
+    parser.add_argument(
+        "--baseline",
+        choices=("response-logits", "full-logits"),
+        default="response-logits",
+        help="where the baseline runs the output layer",
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None, help="also write the results as JSON")
@@ -216,8 +231,15 @@ def main() -> None:
             weight_decay=config.weight_decay,
         )
         # One untimed step of each: allocator and AdamW state warm-up.
+        full_logits = args.baseline == "full-logits"
         baseline_update(
-            model, baseline_optimizer, transitions, pad, args.micro_batch_tokens, use_bf16
+            model,
+            baseline_optimizer,
+            transitions,
+            pad,
+            args.micro_batch_tokens,
+            use_bf16,
+            full_logits,
         )
         trainer.update(transitions)
 
@@ -237,6 +259,7 @@ def main() -> None:
                             pad,
                             args.micro_batch_tokens,
                             use_bf16,
+                            full_logits,
                         )
                     else:
                         loss = trainer.update(transitions)["pg_loss"]
@@ -272,6 +295,7 @@ def main() -> None:
             [
                 {
                     "model": args.model,
+                    "baseline": args.baseline,
                     "device": device.type,
                     "precision": precision,
                     "transitions": args.transitions,
