@@ -328,6 +328,7 @@ def greedy_sampling(policies: Iterable[Any]) -> Iterator[None]:
 
 
 def generator_state(policy: Any) -> Any:
+    """Return the state of ``policy``'s random generator (None if it has none)."""
     generator = getattr(policy, "generator", None)  # vLLM seeds per request instead
     return generator.get_state() if generator is not None else None
 
