@@ -206,7 +206,9 @@ def _config_flags(parser: argparse.ArgumentParser, config_class: type) -> None:
             )
         elif kind in (int, float):
             parser.add_argument(flag, type=kind, default=None, help=f.metadata["help"])
-        else:  # str, optional numbers, lists and dicts: JSON when it parses, else the string
+        elif f.type in ("str", "str | None"):  # taken as written: --output-dir 2024 is a folder
+            parser.add_argument(flag, type=str, default=None, help=f.metadata["help"])
+        else:  # optional numbers, lists and dicts: JSON when it parses, else the string
             parser.add_argument(flag, type=_parse_value, default=None, help=f.metadata["help"])
 
 

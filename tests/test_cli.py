@@ -213,3 +213,17 @@ def test_rollout_records_demonstrations_that_sft_learns_and_export_writes(
     # a second run into the same folder is refused, in one line
     assert main([*sft, *flags]) == 2
     assert "earlier run" in capsys.readouterr().err
+
+
+def test_string_flags_are_taken_as_written_and_json_flags_parsed():
+    from boltzoo.cli import _given_config, build_parser
+    from boltzoo.lightningrl.config import TrainerConfig
+
+    args = build_parser().parse_args(
+        ["train", "math-v0", "--output-dir", "2024", "--ray-address", "10.0.0.1:6379",
+         "--estimator", "reinforce++", "--policy-map", '{"solver": "p"}', "--steps", "3"]
+    )  # fmt: skip
+    config = TrainerConfig(**_given_config(args, TrainerConfig))
+    assert config.output_dir == "2024" and config.ray_address == "10.0.0.1:6379"
+    assert config.estimator == "reinforce++" and config.policy_map == {"solver": "p"}
+    assert config.steps == 3

@@ -1,7 +1,7 @@
 """Policies: the Policy protocol, model backends, and scripted policies.
 
-Model backends import torch and transformers only when used: ``load_policy`` and
-``TransformersPolicy`` are imported lazily.
+Model backends import torch and transformers only when used: ``load_policy``,
+``TransformersPolicy`` and the ``Gateway`` are imported lazily.
 """
 
 from typing import Any
@@ -12,6 +12,7 @@ from boltzoo.agents.scripted import SCRIPTED_POLICIES, NaivePolicy, OraclePolicy
 __all__ = [
     "SCRIPTED_POLICIES",
     "FunctionPolicy",
+    "Gateway",
     "NaivePolicy",
     "OraclePolicy",
     "Policy",
@@ -29,6 +30,10 @@ def __getattr__(name: str) -> Any:
         from boltzoo.agents.models import load_policy
 
         return load_policy
+    if name == "Gateway":
+        from boltzoo.agents.gateway import Gateway
+
+        return Gateway
     if name == "TransformersPolicy":
         from boltzoo.agents.transformers_policy import TransformersPolicy
 

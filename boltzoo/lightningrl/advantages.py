@@ -17,7 +17,7 @@ import torch
 from boltzoo.lightningrl.transitions import Transition
 
 GROUP_BY = ("task", "task_agent", "task_agent_turn")
-ESTIMATORS = ("grpo", "rloo", "reinforce_pp")
+ESTIMATORS = ("grpo", "rloo", "reinforce++")  # as TrainerConfig.estimator spells them
 
 
 def group_keys(transitions: Sequence[Transition], group_by: str) -> list[tuple]:
@@ -108,7 +108,9 @@ def _estimate(
         return grpo(rewards, keys, normalize_std=normalize_std)
     if estimator == "rloo":
         return rloo(rewards, keys)
-    return reinforce_pp(rewards)
+    if estimator == "reinforce++":
+        return reinforce_pp(rewards)
+    raise ValueError(f"unknown estimator {estimator!r}; choose one of {list(ESTIMATORS)}")
 
 
 def compute_advantages(
@@ -123,7 +125,7 @@ def compute_advantages(
 
     Args:
         transitions: from :func:`~boltzoo.lightningrl.transitions.flatten`.
-        estimator: "grpo", "rloo" or "reinforce_pp" (batch-normalised; the groups only
+        estimator: "grpo", "rloo" or "reinforce++" (batch-normalised; the groups only
             show in the stats).
         group_by: "task", "task_agent" or "task_agent_turn" (see :func:`group_keys`).
         normalize_std: GRPO divides by the group's std (False: Dr. GRPO); others ignore it.
@@ -167,7 +169,7 @@ def compute_advantages(
         max_size=max(sizes),
         singletons=sum(1 for s in sizes if s == 1),
     )
-    if stats.singletons and estimator != "reinforce_pp":
+    if stats.singletons and estimator != "reinforce++":
         warnings.warn(
             f"{stats.singletons} of {stats.groups} advantage groups have a single member; their "
             f"advantage is 0 (nothing to compare with). Roll out several episodes per task "

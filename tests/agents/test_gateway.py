@@ -254,3 +254,9 @@ def test_client_error_on_a_dead_server():
     client = OpenAICompatiblePolicy("http://127.0.0.1:9/v1", "x", timeout_s=2)
     with pytest.raises(ServerError, match="no answer"):
         client.complete([{"role": "user", "content": "hi"}])
+
+
+def test_the_gateway_is_importable_from_boltzoo_agents():
+    import boltzoo.agents
+
+    assert boltzoo.agents.Gateway is Gateway and "Gateway" in boltzoo.agents.__all__

@@ -150,7 +150,7 @@ def test_no_warning_without_singletons_or_for_reinforce_pp():
         warnings.simplefilter("error")
         compute_advantages(batch(), "grpo", "task")
         ts = [transition("t1", reward=1.0), transition("t2", reward=3.0)]
-        stats = compute_advantages(ts, "reinforce_pp", "task")
+        stats = compute_advantages(ts, "reinforce++", "task")
     # batch mean 2, std sqrt(2): A = +-1 / (sqrt(2) + 1e-6)
     assert advantages(ts) == pytest.approx([-1 / math.sqrt(2), 1 / math.sqrt(2)], rel=1e-5)
     assert stats.singletons == 2
@@ -198,7 +198,7 @@ def test_per_episode_grouped_by_task_compares_all_agents_together():
 
 
 def test_unknown_estimator_or_group_by_lists_the_choices():
-    with pytest.raises(ValueError, match="grpo.*rloo.*reinforce_pp"):
+    with pytest.raises(ValueError, match=r"grpo.*rloo.*reinforce\+\+"):
         compute_advantages(batch(), "ppo")
     with pytest.raises(ValueError, match="task.*task_agent.*task_agent_turn"):
         compute_advantages(batch(), "grpo", "agent")

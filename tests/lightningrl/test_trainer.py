@@ -181,3 +181,15 @@ def test_eval_return_is_the_trained_agents_summed_reward(
     assert evaluation["eval_failed"] == 0
     assert evaluation["eval_score"] == pytest.approx(1.0)
     assert evaluation["eval_return"] == pytest.approx(1.0)  # paid once, not per step or agent
+
+
+@pytest.mark.parametrize("estimator", ["rloo", "reinforce++"])
+def test_every_estimator_spelled_as_the_config_spells_it_trains(
+    tmp_path, smollm2_tokenizer, tokens_config, estimator
+):
+    config = tokens_config(tmp_path, steps=2, estimator=estimator)
+    trainer = Trainer(config, model=tiny_model(len(smollm2_tokenizer)), tokenizer=smollm2_tokenizer)
+    before = weights(trainer.model)
+    history = trainer.train()
+    assert [m["step"] for m in history] == [1, 2] and history[0]["advantage_std"] > 0
+    assert any(not torch.equal(v, trainer.model.state_dict()[k]) for k, v in before.items())
