@@ -150,10 +150,9 @@ def rollout(
     raw = make(env_id, **env_kwargs).unwrapped
     policy_of = _policies_by_agent(raw.possible_agents, policies)
     if workers:
-        names = {
-            id(p): f"policy{i}"
-            for i, p in enumerate({id(p): p for p in policy_of.values()}.values())
-        }
+        names: dict[int, str] = {}  # one name per distinct policy object
+        for policy in policy_of.values():
+            names.setdefault(id(policy), f"policy{len(names)}")
         samplers = {names[id(p)]: p for p in policy_of.values()}
         with WorkerPool(workers, ray_address) as pool:
             pool.install(samplers, {agent: names[id(p)] for agent, p in policy_of.items()})
