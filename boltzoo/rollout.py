@@ -430,7 +430,7 @@ class WorkerPool:
     """``size`` rollout workers on Ray, each a :class:`RolloutWorker` actor.
 
     ``install`` ships the policies once (pickled through Ray's object store); ``load_weights``
-    ships new weights once per update (one ``ray.put``, read by every worker); ``run`` plays a
+    ships new weights once per update (one ``ray.put``, read by every worker); ``rollout`` plays a
     rollout's jobs spread over the workers, whole groups to one worker. A worker that dies, or
     does not answer within its episodes' timeouts plus ``WORKER_GRACE_S``, loses only its own
     episodes (returned failed, never played twice); it is replaced at once by a fresh worker

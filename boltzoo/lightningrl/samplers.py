@@ -105,7 +105,6 @@ class Samplers:
         self.config = config
         self.models = dict(models)
         self.lora = lora
-        self.version = 0
         # a worker cannot share the learner's memory: it holds a copy
         self.kind = (
             "copy" if config.rollout_workers and config.sampler == "shared" else config.sampler
@@ -159,22 +158,23 @@ class Samplers:
 
     def sync(self, names: list[str], version: int) -> None:
         """Give the samplers of ``names`` the learner's current weights and stamp every
-        sampler's Completions with ``version`` from now on."""
+        sampler's Completions with ``version`` from now on. With workers, only the workers'
+        copies are loaded: they do all the sampling."""
         weights = {}
         if self.kind != "shared":
             weights = {
                 name: merged_state_dict(self.models[name], name if self.lora else None)
                 for name in names
             }
-        for name, state_dict in weights.items():
-            self.trained[name].load_weights(state_dict, version=version)
-        for policy in self.trained.values():
-            policy.version = version
         if self.pool is not None:
             if weights:
                 self.pool.load_weights(weights, version)
             self.pool.set_version(list(self.trained), version)
-        self.version = version
+            return
+        for name, state_dict in weights.items():
+            self.trained[name].load_weights(state_dict, version=version)
+        for policy in self.trained.values():
+            policy.version = version
 
     def rollout(
         self,
