@@ -99,10 +99,7 @@ def play(args: argparse.Namespace) -> tuple[list[Episode], dict[str, Any]]:
         from boltzoo.agents.gateway import Gateway
 
         gateway = Gateway(_load_model_policy(args, args.model or "smollm2-135m")).start()
-        adapter, example = {
-            "autogen": (frameworks.AutoGenPolicy, examples.autogen_assistant),
-            "openai-agents": (frameworks.OpenAIAgentsPolicy, examples.openai_agents_assistant),
-        }[args.policy]
+        adapter, example = frameworks.ADAPTERS[args.policy], examples.EXAMPLES[args.policy]
         policies = {agent: adapter(example(env_id, agent), gateway) for agent in agents}
         label = f"{args.policy}:{args.model or 'smollm2-135m'}"
     elif args.model:
@@ -120,8 +117,6 @@ def play(args: argparse.Namespace) -> tuple[list[Episode], dict[str, Any]]:
         tasks = [i % num_tasks for i in range(count)]
     started = time.perf_counter()
     try:
-        if args.workers and gateway is not None:
-            raise SystemExit("--workers: framework agents play in this process for now")
         episodes = rollout(
             env_id,
             policies,

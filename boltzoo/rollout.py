@@ -403,6 +403,16 @@ class RolloutWorker:
         for name in names:
             self.samplers[name].version = version
 
+    def generator_states(self) -> dict[str, Any]:
+        """Return the state of every sampler's random generator (name -> state or None)."""
+        return {name: generator_state(p) for name, p in self.samplers.items()}
+
+    def set_generator_states(self, states: dict[str, Any]) -> None:
+        """Restore the random generators of :meth:`generator_states`."""
+        for name, state in states.items():
+            if state is not None and name in self.samplers:
+                self.samplers[name].generator.set_state(state)
+
     def run(
         self,
         env_id: str,
@@ -510,6 +520,19 @@ class WorkerPool:
             self._versions[name] = version
         self._ray.get([w.set_version.remote(list(names), version) for w in self.workers])
 
+    def generator_states(self) -> list[dict[str, Any]]:
+        """Return each worker's sampler generator states (what a checkpoint keeps, so that a
+        resumed run draws the samples the uninterrupted one would)."""
+        return self._ray.get([w.generator_states.remote() for w in self.workers])
+
+    def set_generator_states(self, states: Sequence[dict[str, Any]]) -> None:
+        """Restore :meth:`generator_states`, worker by worker (the same number of workers)."""
+        if len(states) != len(self.workers):
+            raise ValueError(f"{len(states)} workers' states for {len(self.workers)} workers")
+        self._ray.get(
+            [w.set_generator_states.remote(s) for w, s in zip(self.workers, states, strict=True)]
+        )
+
     def _replace(self, index: int) -> None:
         """Kill worker ``index`` (if it still runs) and start a fresh one in its place, with the
         installed policies and the latest weights and versions."""
@@ -578,7 +601,10 @@ class WorkerPool:
                 for job, episode in zip(shares[w], self._ray.get(ref), strict=True):
                     results[job.index] = episode
             except (RayActorError, RayTaskError, GetTimeoutError) as error:
-                self._fail_share(env_id, shares[w], results, f"worker {w} failed: {error}")
+                # a task error's last line is its exception; an actor error's first, its cause
+                lines = [line for line in str(error).splitlines() if line.strip()] or [""]
+                why = lines[-1] if isinstance(error, RayTaskError) else lines[0]
+                self._fail_share(env_id, shares[w], results, f"worker {w} failed: {why}")
                 self._replace(w)
             bar.update(len(shares[w]))
         bar.close()

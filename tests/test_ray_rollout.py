@@ -5,6 +5,7 @@ One local Ray serves the whole module (started by the first pool, stopped at the
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -160,3 +161,100 @@ def test_a_tiny_model_learns_with_rollouts_on_two_workers(
     assert end > 0.3 and end > 3 * start
     # every sample came from the weights of its own step
     assert all(m["stale_transitions"] == 0 and m["failed_episodes"] == 0 for m in history)
+
+
+def calculator_model(turn):
+    """A scripted model for an AutoGen solver: a calculator call on the problem's numbers,
+    then an answer with the calculator's result."""
+    messages = turn.observation["messages"]
+    if messages[-1]["role"] == "tool":
+        return f"So the answer is \\boxed{{{messages[-1]['content'].strip()}}}."
+    numbers = [w for w in messages[-1]["content"].replace("?", " ").split() if w.isdigit()]
+    expression = "+".join(numbers[:2]) or "1+1"
+    call = json.dumps({"name": "calculator", "arguments": {"expression": expression}})
+    return f"<tool_call>{call}</tool_call>"
+
+
+def test_framework_agents_roll_out_on_workers_behind_their_own_gateways(smollm2_tokenizer):
+    pytest.importorskip("autogen_agentchat")
+    from boltzoo.agents.examples import autogen_assistant
+    from boltzoo.agents.frameworks import AutoGenPolicy
+    from boltzoo.agents.gateway import Gateway
+    from boltzoo.agents.scripted import ScriptedPolicy
+
+    kwargs = dict(tasks=[0, 5, 9], group_size=2, seed=3, progress=False, level="easy")
+    model = ScriptedPolicy(calculator_model, smollm2_tokenizer, name="smol")
+    with Gateway(model) as gateway:
+        solver = AutoGenPolicy(autogen_assistant("math-v0", "solver"), gateway)
+        here = boltzoo.rollout("math-v0", {"solver": solver}, **kwargs)
+        served_here = len(gateway.batch_sizes)
+        there = boltzoo.rollout("math-v0", {"solver": solver}, workers=2, **kwargs)
+        # the workers' agents called the gateways on the workers, not this one
+        assert len(gateway.batch_sizes) == served_here
+
+    def calls(episode):
+        return [
+            (c.text, c.prompt_token_ids, c.response_token_ids)
+            for s in episode.steps
+            for c in s.action.inner_calls
+        ]
+
+    assert not any(e.failed for e in there)
+    assert [summary(e) for e in there] == [summary(e) for e in here]
+    assert [calls(e) for e in there] == [calls(e) for e in here]
+    # each episode's agent made two LLM calls (tool call, answer) through a worker's gateway
+    assert all(len(calls(e)) == 2 for e in there)
+    assert [s.info.get("tool_calls") for e in there for s in e.steps] == [1] * 6
+
+
+def test_a_framework_agent_trains_with_its_rollouts_on_workers(tmp_path, smollm2_tokenizer):
+    pytest.importorskip("autogen_agentchat")
+    from boltzoo.lightningrl.config import TrainerConfig
+
+    config = TrainerConfig(
+        env="math-v0",
+        env_kwargs={"max_turns": 1},
+        model="tiny",
+        framework="autogen",
+        output_dir=str(tmp_path / "run"),
+        steps=2,
+        tasks_per_step=2,
+        group_size=2,
+        max_new_tokens=8,
+        lr=1e-2,
+        lora_r=4,
+        save_every=0,
+        progress=False,
+        rollout_workers=2,
+    )
+    with Trainer(
+        config, model=tiny_model(len(smollm2_tokenizer)), tokenizer=smollm2_tokenizer
+    ) as t:
+        history = t.train()
+        assert t.gateways["policy"].calls() == []  # the driver's gateway served nothing
+    for step, metrics in enumerate(history):
+        assert metrics["episodes"] == 4 and metrics["failed_episodes"] == 0
+        # every call the workers' agents made became a transition, sampled with the weights
+        # of its own step: the workers' gateways serve the synced copies
+        assert metrics["transitions"] >= 4 and metrics["stale_transitions"] == 0, step
+
+
+def test_a_resumed_run_on_workers_samples_what_the_uninterrupted_one_did(
+    tmp_path, smollm2_tokenizer, tokens_config
+):
+    # The workers' sampling generators are in the checkpoint: the resumed run draws the same
+    # samples as the run that went straight through (worker 1 draws from its own stream, so
+    # a checkpoint without it would give a different reward from step 3 on).
+    def run(folder, steps, resume=False):
+        config = tokens_config(folder, steps=steps, save_every=2, rollout_workers=2)
+        with Trainer(
+            config, model=tiny_model(len(smollm2_tokenizer)), tokenizer=smollm2_tokenizer
+        ) as t:
+            assert t.resume() == resume
+            return t.train()
+
+    straight = run(tmp_path / "a", 4)
+    run(tmp_path / "b", 2)
+    resumed = run(tmp_path / "b", 4, resume=True)
+    assert len(resumed) == 2
+    assert [m["reward"] for m in resumed] == [m["reward"] for m in straight[2:]]

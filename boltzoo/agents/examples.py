@@ -70,3 +70,7 @@ def openai_agents_assistant(env_id: str, agent: str) -> Callable[[Any, list[Any]
 
     build.__name__ = f"openai_agents_{agent}"
     return build
+
+
+# framework name -> the bundled agent builder, ``(env_id, agent) -> build_agent``
+EXAMPLES = {"autogen": autogen_assistant, "openai-agents": openai_agents_assistant}

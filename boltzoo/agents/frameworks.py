@@ -224,3 +224,10 @@ class OpenAIAgentsPolicy(_FrameworkPolicy):
         finally:
             await client.close()
         return str(result.final_output)
+
+
+# framework name -> its policy class, ``(build_agent, gateway) -> policy``
+ADAPTERS: dict[str, type[_FrameworkPolicy]] = {
+    "autogen": AutoGenPolicy,
+    "openai-agents": OpenAIAgentsPolicy,
+}

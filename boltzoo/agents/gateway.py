@@ -263,6 +263,15 @@ class Gateway:
     ):
         self.policy = as_policy(policy)
         self.model_name = model_name or getattr(policy, "name", None) or "boltzoo"
+        # what a copy of this gateway in another process is made with (see __reduce__)
+        self._options = dict(
+            host=host,
+            model_name=self.model_name,
+            api_key=api_key,
+            max_batch_size=max_batch_size,
+            batch_wait_s=batch_wait_s,
+            max_body_bytes=max_body_bytes,
+        )
         self.api_key = api_key
         self.max_body_bytes = int(max_body_bytes)
         self._batcher = _Batcher(self.policy, max_batch_size, batch_wait_s)
@@ -312,6 +321,13 @@ class Gateway:
 
     def __enter__(self) -> Gateway:
         return self.start()
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # Shipped to another process (a Ray rollout worker), a gateway comes back serving the
+        # copy of its policy there, started, on a free port: framework agents pickled with it
+        # call the worker's model. Pickled together with that policy, the copy is the same
+        # object the worker's other references hold (weights loaded there reach the gateway).
+        return (_serving_gateway, (self.policy, self._options))
 
     def __exit__(self, *exc: object) -> None:
         self.close()
@@ -431,6 +447,10 @@ class Gateway:
             },
             "prompt_token_ids": completion.prompt_token_ids,
         }
+
+
+def _serving_gateway(policy: Policy, options: dict[str, Any]) -> Gateway:
+    return Gateway(policy, **options).start()
 
 
 class _Server(ThreadingHTTPServer):

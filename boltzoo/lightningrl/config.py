@@ -178,11 +178,6 @@ class TrainerConfig:
                 raise ValueError(f"{name}={getattr(self, name)!r}; choose one of {allowed}")
         if self.rollout_workers < 0:
             raise ValueError(f"rollout_workers must be 0 or more, got {self.rollout_workers}")
-        if self.rollout_workers and self.framework:
-            raise ValueError(
-                "rollout_workers with a framework is not supported yet: framework agents roll "
-                "out in this process (rollout_workers=0)"
-            )
         for name in ("steps", "tasks_per_step", "group_size", "max_new_tokens", "epochs_per_step"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")

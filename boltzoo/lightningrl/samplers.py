@@ -20,6 +20,7 @@ never count on their own; ``sync`` sets it on every copy, local and remote.
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -29,7 +30,7 @@ from boltzoo.agents.transformers_policy import TransformersPolicy
 from boltzoo.episode import Episode
 from boltzoo.lightningrl.config import TrainerConfig
 from boltzoo.lightningrl.weights import is_peft_model, merged_state_dict
-from boltzoo.rollout import WorkerPool, greedy_sampling, rollout
+from boltzoo.rollout import WorkerPool, generator_state, greedy_sampling, rollout
 
 FROZEN = "@frozen"  # the name of the untrained agents' sampler (in checkpoints too)
 
@@ -136,10 +137,11 @@ class Samplers:
                 self.kind,
             )
         self.agent_names = dict(agent_names)
+        self.agent_policies: dict[str, Any] = {}
         self.pool: WorkerPool | None = None
+        self._installed = False  # whether the workers hold the samplers yet
         if config.rollout_workers:
             self.pool = WorkerPool(config.rollout_workers, config.ray_address)
-            self.pool.install(self.named(), self.agent_names)
 
     def named(self) -> dict[str, Any]:
         """Return every sampler of this process by name (``FROZEN`` included)."""
@@ -148,13 +150,32 @@ class Samplers:
             named[FROZEN] = self.frozen
         return named
 
-    def by_agent(self, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """Return the policy of every agent (``overrides``: agent -> another policy, e.g. a
-        framework agent behind a gateway to the sampler)."""
+    def set_agent_policies(self, policies: Mapping[str, Any]) -> None:
+        """Let ``policies`` (agent -> policy) act for those agents instead of their samplers:
+        framework agents whose gateway is in front of a sampler. Call it before the first
+        rollout: the workers get them with the samplers, in one pickle, so that on a worker
+        each gateway serves that worker's copy of its sampler."""
+        if self._installed:
+            raise RuntimeError("set_agent_policies must come before the first rollout or sync")
+        self.agent_policies = dict(policies)
+
+    def by_agent(self) -> dict[str, Any]:
+        """Return the policy of every agent: its sampler, or the policy set for it."""
         named = self.named()
         return {agent: named[name] for agent, name in self.agent_names.items()} | dict(
-            overrides or {}
+            self.agent_policies
         )
+
+    def _workers(self) -> WorkerPool:
+        """Return the worker pool, giving it the samplers (and agent policies) the first time."""
+        assert self.pool is not None
+        if not self._installed:
+            # an agent's own policy travels as one more named sampler
+            own = {f"@agent:{agent}": policy for agent, policy in self.agent_policies.items()}
+            agents = self.agent_names | {agent: f"@agent:{agent}" for agent in self.agent_policies}
+            self.pool.install(self.named() | own, agents)
+            self._installed = True
+        return self.pool
 
     def sync(self, names: list[str], version: int) -> None:
         """Give the samplers of ``names`` the learner's current weights and stamp every
@@ -168,18 +189,42 @@ class Samplers:
             }
         if self.pool is not None:
             if weights:
-                self.pool.load_weights(weights, version)
-            self.pool.set_version(list(self.trained), version)
+                self._workers().load_weights(weights, version)
+            self._workers().set_version(list(self.trained), version)
             return
         for name, state_dict in weights.items():
             self.trained[name].load_weights(state_dict, version=version)
         for policy in self.trained.values():
             policy.version = version
 
+    def generator_states(self) -> dict[str, Any]:
+        """Return the samplers' random generator states: ``{"here": {name: state}}``, and with
+        workers ``"workers": [{name: state}, ...]``, one per worker."""
+        states: dict[str, Any] = {"here": {n: generator_state(p) for n, p in self.named().items()}}
+        if self.pool is not None:
+            states["workers"] = self._workers().generator_states()
+        return states
+
+    def set_generator_states(self, states: Mapping[str, Any]) -> None:
+        """Restore :meth:`generator_states` (workers' states only to as many workers)."""
+        for name, sampler in self.named().items():
+            saved = states.get("here", {}).get(name)
+            if saved is not None:
+                sampler.generator.set_state(saved)
+        workers = states.get("workers")
+        if self.pool is not None and workers:
+            if len(workers) == len(self.pool.workers):
+                self._workers().set_generator_states(workers)
+            else:
+                warnings.warn(
+                    f"the checkpoint holds {len(workers)} workers' sampling states, this run has "
+                    f"{len(self.pool.workers)} workers: they sample afresh",
+                    stacklevel=2,
+                )
+
     def rollout(
         self,
         env_id: str,
-        policies: Mapping[str, Any],
         tasks: list[int],
         *,
         group_size: int = 1,
@@ -188,11 +233,11 @@ class Samplers:
         episode_timeout_s: float | None = None,
         **env_kwargs: Any,
     ) -> list[Episode]:
-        """Play ``tasks`` (each ``group_size`` times) with ``policies`` (agent -> policy) here,
-        or with the workers' copies of the samplers; ``greedy`` decodes at temperature 0 and
-        leaves the sampling state as it was."""
+        """Play ``tasks`` (each ``group_size`` times) with every agent's policy
+        (:meth:`by_agent`) here, or with the workers' copies; ``greedy`` decodes at temperature
+        0 and leaves the sampling state as it was."""
         if self.pool is not None:
-            return self.pool.rollout(
+            return self._workers().rollout(
                 env_id,
                 tasks=tasks,
                 group_size=group_size,
@@ -205,7 +250,7 @@ class Samplers:
         with greedy_sampling(self.named().values()) if greedy else contextlib.nullcontext():
             return rollout(
                 env_id,
-                policies,
+                self.by_agent(),
                 tasks=tasks,
                 group_size=group_size,
                 seed=seed,

@@ -56,7 +56,7 @@ from boltzoo.lightningrl.weights import (
     lora_state_dict,
 )
 from boltzoo.registration import make, resolve_env_id
-from boltzoo.rollout import evaluation_tasks, generator_state
+from boltzoo.rollout import evaluation_tasks
 
 
 class Trainer:
@@ -191,10 +191,8 @@ class Trainer:
         from boltzoo.agents import examples, frameworks
         from boltzoo.agents.gateway import Gateway
 
-        adapter, example = {
-            "autogen": (frameworks.AutoGenPolicy, examples.autogen_assistant),
-            "openai-agents": (frameworks.OpenAIAgentsPolicy, examples.openai_agents_assistant),
-        }[self.config.framework]
+        framework = self.config.framework
+        adapter, example = frameworks.ADAPTERS[framework], examples.EXAMPLES[framework]
         unknown = set(builders) - set(self.policy_of)
         if unknown:
             raise ValueError(f"agent_builders names agents that are not trained: {sorted(unknown)}")
@@ -203,6 +201,7 @@ class Trainer:
         for agent, name in self.policy_of.items():
             build = builders.get(agent) or example(self.env_id, agent)
             self.agent_policies[agent] = adapter(build, self.gateways[name])
+        self.sampling.set_agent_policies(self.agent_policies)
 
     def close(self) -> None:
         """Stop the framework agents' gateways and the Ray rollout workers (if any)."""
@@ -242,7 +241,7 @@ class Trainer:
     def policies(self) -> dict[str, Any]:
         """Return the policy of every agent: its trained policy (or framework agent calling
         it), or the frozen initial one."""
-        return self.sampling.by_agent(self.agent_policies)
+        return self.sampling.by_agent()
 
     def train_step(self) -> dict[str, Any]:
         """Run one LightningRL step; return its metrics."""
@@ -255,7 +254,6 @@ class Trainer:
             model.eval()
         episodes = self.sampling.rollout(
             self.env_id,
-            self.policies(),
             [int(t) for t in tasks],
             group_size=cfg.group_size,
             seed=cfg.seed * 1_000_003 + self.step * 1_009,
@@ -463,7 +461,6 @@ class Trainer:
         num_tasks = make(self.env_id, **kwargs).unwrapped.num_tasks
         episodes = self.sampling.rollout(
             self.env_id,
-            self.policies(),
             evaluation_tasks(num_tasks, cfg.eval_tasks),
             seed=cfg.seed,
             greedy=True,
@@ -581,9 +578,7 @@ class Trainer:
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
             "task_rng": self.task_rng.bit_generator.state,
-            "sampling_generators": {
-                name: generator_state(p) for name, p in self.sampling.named().items()
-            },
+            "sampling_generators": self.sampling.generator_states(),
             "torch_rng": torch.get_rng_state(),
             "numpy_rng": np.random.get_state(),
             "python_rng": random.getstate(),
@@ -635,15 +630,13 @@ class Trainer:
         self.skipped_updates = state["skipped_updates"]
         self.train_seconds = state.get("train_seconds", 0.0)
         self.task_rng.bit_generator.state = state["task_rng"]
-        # (checkpoints written before the policy map held one sampler's generator state)
-        generators = state.get("sampling_generators") or {
-            self.policy_names[0]: state.get("sampling_generator")
-        }
-        for name, sampler in self.sampling.named().items():
-            saved = generators.get(name)
-            if saved is not None:
-                sampler.generator.set_state(saved)
         self.sampling.sync(self.policy_names, self.step)
+        generators = state.get("sampling_generators") or {}
+        if "here" not in generators:  # (checkpoints before the samplers kept workers' states)
+            generators = {
+                "here": generators or {self.policy_names[0]: state.get("sampling_generator")}
+            }
+        self.sampling.set_generator_states(generators)
         torch.set_rng_state(state["torch_rng"])
         np.random.set_state(state["numpy_rng"])
         random.setstate(state["python_rng"])
