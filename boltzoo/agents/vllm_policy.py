@@ -1,4 +1,4 @@
-"""vLLM's offline engine as a batched policy (extra ``boltzoo[vllm]``; the GPU default).
+"""vLLM's offline engine as a batched policy (extra ``boltzoo[vllm]``).
 
 The same interface as the transformers backend: chats in, Completions with the prompt's token
 ids (the chat template applied by boltzoo, so prompts are exactly what the learner sees), the
@@ -61,6 +61,14 @@ class VLLMPolicy:
     ):
         from boltzoo.agents.models import SMOLLM2, resolve_model
 
+        # what a copy in another process is built from (see __reduce__)
+        self._spec = dict(
+            model=model,
+            seed=seed,
+            enable_lora=enable_lora,
+            max_lora_rank=max_lora_rank,
+            **engine_kwargs,
+        )
         vllm = _import_vllm()
         self.name = SMOLLM2 if str(model) == SMOLLM2 else str(model)
         path = str(resolve_model(model))
@@ -157,8 +165,21 @@ class VLLMPolicy:
         # A new id per version: vLLM caches adapters by id.
         self._lora = LoRARequest(f"{name}-v{self.version}", self.version, str(adapter_dir))
 
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # An engine cannot be pickled: shipped to another process (a Ray rollout worker), the
+        # policy is built again there from its model folder and settings, with the same
+        # sampling parameters and version. Weights loaded since are not carried: the sender
+        # loads them into the copy (LightningRL's samplers do, right after shipping).
+        return (_rebuilt, (self._spec, self.sampling, self.version))
+
     def __repr__(self) -> str:
         return f"VLLMPolicy({self.name!r}, version={self.version})"
+
+
+def _rebuilt(spec: dict[str, Any], sampling: SamplingParams, version: int) -> VLLMPolicy:
+    policy = VLLMPolicy(**spec)
+    policy.sampling, policy.version = sampling, version
+    return policy
 
 
 class WorkerExtension:

@@ -140,8 +140,11 @@ class Samplers:
         self.agent_policies: dict[str, Any] = {}
         self.pool: WorkerPool | None = None
         self._installed = False  # whether the workers hold the samplers yet
+        self.version = 0  # the learner updates the samplers' weights hold
         if config.rollout_workers:
-            self.pool = WorkerPool(config.rollout_workers, config.ray_address)
+            # a vLLM sampler needs a GPU on its worker
+            options = {"num_gpus": 1} if self.kind == "vllm" else None
+            self.pool = WorkerPool(config.rollout_workers, config.ray_address, options)
 
     def named(self) -> dict[str, Any]:
         """Return every sampler of this process by name (``FROZEN`` included)."""
@@ -175,18 +178,22 @@ class Samplers:
             agents = self.agent_names | {agent: f"@agent:{agent}" for agent in self.agent_policies}
             self.pool.install(self.named() | own, agents)
             self._installed = True
+            if self.kind == "vllm":  # a vLLM sampler is rebuilt from the model folder there
+                self.pool.load_weights(self._merged(list(self.trained)), self.version)
         return self.pool
+
+    def _merged(self, names: list[str]) -> dict[str, dict[str, Any]]:
+        return {
+            name: merged_state_dict(self.models[name], name if self.lora else None)
+            for name in names
+        }
 
     def sync(self, names: list[str], version: int) -> None:
         """Give the samplers of ``names`` the learner's current weights and stamp every
         sampler's Completions with ``version`` from now on. With workers, only the workers'
         copies are loaded: they do all the sampling."""
-        weights = {}
-        if self.kind != "shared":
-            weights = {
-                name: merged_state_dict(self.models[name], name if self.lora else None)
-                for name in names
-            }
+        self.version = version
+        weights = self._merged(names) if self.kind != "shared" else {}
         if self.pool is not None:
             if weights:
                 self._workers().load_weights(weights, version)
