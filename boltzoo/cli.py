@@ -176,7 +176,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from boltzoo.agents.gateway import Gateway
 
     policy = _load_model_policy(args, args.model)
-    with Gateway(policy, host=args.host, port=args.port, api_key=args.api_key) as gateway:
+    with Gateway(
+        policy,
+        host=args.host,
+        port=args.port,
+        api_key=args.api_key,
+        record_to=args.record_to,
+        record_ttl_s=args.record_ttl_s,
+        max_queue=args.max_queue,
+        request_timeout_s=args.request_timeout_s,
+    ) as gateway:
         print(f"serving {gateway.model_name} at {gateway.base_url} (Ctrl-C stops)", flush=True)
         try:
             threading.Event().wait()
@@ -421,6 +430,21 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--temperature", type=float, default=1.0)
     serve.add_argument("--top-p", type=float, default=1.0)
     serve.add_argument("--seed", type=int, default=0)
+    serve.add_argument(
+        "--record-to",
+        default=None,
+        help="append every call (with its token ids) to this JSON-lines file instead of keeping it",
+    )
+    serve.add_argument(
+        "--record-ttl-s",
+        type=float,
+        default=3600.0,
+        help="seconds a call stays readable at GET /sessions/ID (without --record-to)",
+    )
+    serve.add_argument("--max-queue", type=int, default=4096, help="beyond it, requests get 503")
+    serve.add_argument(
+        "--request-timeout-s", type=float, default=600.0, help="beyond it, a request gets 504"
+    )
 
     plot = sub.add_parser("plot", help="draw a training run's learning curves as PNG files")
     plot.add_argument("run_dir", help="a training run's --output-dir")

@@ -43,6 +43,11 @@ class DatasetError(BoltzooError, ValueError):
     """A data set that cannot be loaded: a bad split, a missing file, a malformed row."""
 
 
+class PromptTooLongError(BoltzooError, ValueError):
+    """A prompt longer than the policy's ``max_prompt_tokens`` (its episode fails, alone; the
+    gateway answers 400 ``context_length_exceeded``)."""
+
+
 class MissingDependencyError(BoltzooError, ImportError):
     """An optional package is not installed; the message names the install command."""
 

@@ -41,6 +41,7 @@ def test_unknown_env_is_a_one_line_error(capsys):
 
 
 def test_serve_answers_chat_completions_over_http(tmp_path, smollm2_tokenizer):
+    import signal
     import subprocess
     import sys
     import time
@@ -62,6 +63,8 @@ def test_serve_answers_chat_completions_over_http(tmp_path, smollm2_tokenizer):
             "0",
             "--max-new-tokens",
             "4",
+            "--record-to",
+            str(tmp_path / "calls.jsonl"),
         ],
         stdout=subprocess.PIPE,
         text=True,
@@ -79,9 +82,14 @@ def test_serve_answers_chat_completions_over_http(tmp_path, smollm2_tokenizer):
         with urllib.request.urlopen(request, timeout=60) as response:
             body = json.loads(response.read())
         assert 1 <= len(body["choices"][0]["token_ids"]) <= 4 and time.time() - started < 60
+        server.send_signal(signal.SIGINT)  # Ctrl-C: a clean stop
+        assert server.wait(timeout=30) == 0
+        [record] = [json.loads(x) for x in (tmp_path / "calls.jsonl").read_text().splitlines()]
+        assert record["completion"]["response_token_ids"] == body["choices"][0]["token_ids"]
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        if server.poll() is None:
+            server.terminate()
+            server.wait(timeout=30)
 
 
 @pytest.mark.parametrize("framework", ["autogen", "openai-agents"])

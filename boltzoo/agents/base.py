@@ -23,6 +23,9 @@ class Turn:
     agent: str
     observation: dict[str, Any]
     env: Any = None  # the env's unwrapped AEC env; scripted policies read tasks from it
+    # called with each response token id and its logprob as it is sampled (the gateway streams
+    # them); a policy that cannot stream leaves it uncalled
+    stream: Callable[[int, float | None], None] | None = None
 
 
 @dataclass(frozen=True)

@@ -94,6 +94,8 @@ class ScriptedPolicy:
                 response_ids = self.tokenizer.encode(text, add_special_tokens=False)
                 if self.tokenizer.eos_token_id is not None:
                     response_ids.append(self.tokenizer.eos_token_id)
+                for token in response_ids if turn.stream is not None else ():
+                    turn.stream(token, None)
             completions.append(
                 Completion(
                     text=text,

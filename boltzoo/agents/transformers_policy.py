@@ -17,18 +17,18 @@ from __future__ import annotations
 import contextlib
 import inspect
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
 
 from boltzoo.agents.base import SamplingParams, Turn, encode_chat
 from boltzoo.episode import Completion
-from boltzoo.errors import BoltzooError
+from boltzoo.errors import PromptTooLongError
 
+__all__ = ["PromptTooLongError", "TransformersPolicy", "sample_token"]
 
-class PromptTooLongError(BoltzooError, ValueError):
-    """A prompt longer than the policy's ``max_prompt_tokens`` (its episode fails, alone)."""
+StreamCallback = Callable[[int, float | None], None]  # (token id, logprob): see Turn.stream
 
 
 def sample_token(
@@ -129,10 +129,17 @@ class TransformersPolicy:
 
     def act(self, turns: Sequence[Turn]) -> list[Completion]:
         """Return one Completion per turn, all sampled together in batches."""
-        return self.generate([turn.observation["messages"] for turn in turns])
+        return self.generate(
+            [turn.observation["messages"] for turn in turns], [turn.stream for turn in turns]
+        )
 
-    def generate(self, chats: Sequence[Sequence[dict[str, Any]]]) -> list[Completion]:
-        """Return a Completion for each chat (a list of role/content messages)."""
+    def generate(
+        self,
+        chats: Sequence[Sequence[dict[str, Any]]],
+        streams: Sequence[StreamCallback | None] | None = None,
+    ) -> list[Completion]:
+        """Return a Completion for each chat (a list of role/content messages); ``streams[i]``,
+        when given, is called with each token id and logprob of chat ``i`` as it is sampled."""
         prompts = []
         for chat in chats:
             ids = self.encode_chat(chat)
@@ -143,15 +150,22 @@ class TransformersPolicy:
                     f"passages) or raise the limit"
                 )
             prompts.append(ids)
-        return self.generate_from_ids(prompts)
+        return self.generate_from_ids(prompts, streams)
 
-    def generate_from_ids(self, prompts: Sequence[Sequence[int]]) -> list[Completion]:
-        """Return a Completion for each prompt given as token ids (no chat template applied)."""
+    def generate_from_ids(
+        self,
+        prompts: Sequence[Sequence[int]],
+        streams: Sequence[StreamCallback | None] | None = None,
+    ) -> list[Completion]:
+        """Return a Completion for each prompt given as token ids (no chat template applied);
+        ``streams`` as in :meth:`generate`."""
         completions: list[Completion] = []
         started, new_tokens = time.perf_counter(), 0
+        streams = list(streams) if streams is not None else [None] * len(prompts)
         for start in range(0, len(prompts), self.max_batch_size):
-            batch = [list(p) for p in prompts[start : start + self.max_batch_size]]
-            completions.extend(self._sample_batch(batch))
+            end = start + self.max_batch_size
+            batch = [list(p) for p in prompts[start:end]]
+            completions.extend(self._sample_batch(batch, streams[start:end]))
         new_tokens = sum(len(c.response_token_ids) for c in completions)
         elapsed = time.perf_counter() - started
         self.last_stats = {
@@ -185,11 +199,15 @@ class TransformersPolicy:
         return contextlib.nullcontext()
 
     @torch.inference_mode()
-    def _sample_batch(self, prompts: list[list[int]]) -> list[Completion]:
+    def _sample_batch(
+        self, prompts: list[list[int]], streams: list[StreamCallback | None]
+    ) -> list[Completion]:
         with self._active_weights():
-            return self._sample_batch_with_active_weights(prompts)
+            return self._sample_batch_with_active_weights(prompts, streams)
 
-    def _sample_batch_with_active_weights(self, prompts: list[list[int]]) -> list[Completion]:
+    def _sample_batch_with_active_weights(
+        self, prompts: list[list[int]], streams: list[StreamCallback | None]
+    ) -> list[Completion]:
         device = self.device
         width = max(len(p) for p in prompts)
         input_ids = torch.full((len(prompts), width), self.pad_token_id, dtype=torch.long)
@@ -226,6 +244,8 @@ class TransformersPolicy:
                 token = int(tokens[i])
                 responses[row].append(token)
                 logprobs[row].append(float(token_logprobs[i]))
+                if streams[row] is not None:
+                    streams[row](token, logprobs[row][-1])
                 if token in self.eos_token_ids:
                     finish[row] = "stop"
                     continue

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import threading
+import time
 import urllib.error
 import urllib.request
 
@@ -12,6 +14,7 @@ import pytest
 from boltzoo.agents import ScriptedPolicy
 from boltzoo.agents.gateway import Gateway, parse_tool_calls
 from boltzoo.agents.openai_policy import OpenAICompatiblePolicy, ServerError
+from boltzoo.episode import Completion
 
 
 def post(url, body, headers=None, raw=None):
@@ -207,16 +210,89 @@ def test_models_health_and_unknown_routes(smollm2_tokenizer):
         assert post(f"http://{host}:{port}/v2/anything", {})[0] == 404
 
 
-def test_streaming_returns_server_sent_events(smollm2_tokenizer):
-    with Gateway(echo_policy(smollm2_tokenizer)) as gateway:
+def sse_events(text):
+    return [line[6:] for line in text.splitlines() if line.startswith("data: ")]
+
+
+def test_streaming_sends_the_recorded_tokens_in_chunks_of_at_most_four(tiny_policy):
+    with Gateway(tiny_policy(max_new_tokens=11)) as gateway:
         _, text = post(
             gateway.base_url + "/chat/completions",
-            {"stream": True, "messages": [{"role": "user", "content": "abc"}]},
+            {
+                "stream": True,
+                "stream_options": {"include_usage": True},
+                "messages": [{"role": "user", "content": "abc"}],
+            },
         )
-    events = [line[6:] for line in text.splitlines() if line.startswith("data: ")]
+        [call] = gateway.calls()
+    events = sse_events(text)
     assert events[-1] == "[DONE]"
-    chunk = json.loads(events[0])
-    assert chunk["choices"][0]["delta"]["content"] == "cba" and chunk["choices"][0]["token_ids"]
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    *with_choices, usage = chunks
+    choices = [c["choices"][0] for c in with_choices]
+    assert all(len(c.get("token_ids", [])) <= 4 for c in choices)
+    # the chunks carry exactly the recorded call: its text, token ids and logprobs
+    streamed_ids = [t for c in choices for t in c.get("token_ids", [])]
+    assert streamed_ids == call.completion.response_token_ids and len(streamed_ids) > 4
+    assert "".join(c["delta"].get("content", "") for c in choices) == call.completion.text
+    streamed_logprobs = [
+        x["logprob"] for c in choices if c.get("logprobs") for x in c["logprobs"]["content"]
+    ]
+    assert streamed_logprobs == call.completion.logprobs
+    assert choices[-1]["finish_reason"] in ("stop", "length")
+    assert choices[-1]["prompt_token_ids"] == call.completion.prompt_token_ids
+    assert usage["choices"] == [] and usage["usage"]["completion_tokens"] == len(streamed_ids)
+
+
+class GatedStreamer:
+    """Streams its first tokens, then waits until the test has read them from the server."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer, self.name = tokenizer, "gated"
+        self.released, self.waited_out = threading.Event(), False
+
+    def act(self, turns):
+        ids = self.tokenizer.encode("first words, then the rest", add_special_tokens=False)
+        for turn in turns:
+            for token in ids[:3]:
+                turn.stream(token, -0.5)
+            self.waited_out = not self.released.wait(timeout=20)
+            for token in ids[3:]:
+                turn.stream(token, -0.5)
+        return [
+            Completion(
+                text=self.tokenizer.decode(ids),
+                prompt_token_ids=[1],
+                response_token_ids=ids,
+                logprobs=[-0.5] * len(ids),
+            )
+            for _ in turns
+        ]
+
+
+def test_streamed_tokens_reach_the_client_before_the_answer_is_finished(smollm2_tokenizer):
+    policy = GatedStreamer(smollm2_tokenizer)
+    with Gateway(policy) as gateway:
+        host, port = gateway.address
+        connection = http.client.HTTPConnection(host, port, timeout=30)
+        body = {"stream": True, "messages": [{"role": "user", "content": "go"}]}
+        connection.request("POST", "/v1/chat/completions", json.dumps(body))
+        response = connection.getresponse()
+        assert response.status == 200
+        first = smollm2_tokenizer.encode("first words, then the rest", add_special_tokens=False)
+        expected = smollm2_tokenizer.decode(first[:3])
+        content = ""
+        while content != expected:  # the policy is still waiting: these came as sampled
+            line = response.readline().decode()
+            assert line and "[DONE]" not in line, content
+            if line.startswith("data: {"):
+                content += json.loads(line[6:])["choices"][0]["delta"].get("content", "")
+        policy.released.set()
+        rest = response.read().decode()
+        connection.close()
+    assert not policy.waited_out
+    assert sse_events(rest)[-1] == "[DONE]"
 
 
 def test_load_32_clients_20_requests_each_recorded_exactly_once_and_batched(smollm2_tokenizer):
@@ -260,3 +336,215 @@ def test_the_gateway_is_importable_from_boltzoo_agents():
     import boltzoo.agents
 
     assert boltzoo.agents.Gateway is Gateway and "Gateway" in boltzoo.agents.__all__
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [("stream", "yes"), ("temperature", "hot"), ("max_tokens", 1.5), ("model", 7), ("tools", {})],
+)
+def test_a_known_field_of_the_wrong_type_is_a_400_naming_it(smollm2_tokenizer, field, value):
+    with Gateway(echo_policy(smollm2_tokenizer)) as gateway:
+        body = {"messages": [{"role": "user", "content": "x"}], field: value}
+        code, answer = post(gateway.base_url + "/chat/completions", body)
+        assert gateway.calls() == []
+    assert code == 400 and field in answer["error"]["message"]
+    assert answer["error"]["type"] == "invalid_request_error"
+
+
+def test_fields_a_framework_client_sends_are_ignored(smollm2_tokenizer):
+    body = {
+        "messages": [{"role": "user", "content": "abc", "cache_control": {"type": "x"}}],
+        "parallel_tool_calls": False,
+        "store": False,
+        "metadata": {"run": "1"},
+        "temperature": 0.2,
+        "n": 1,
+    }
+    with Gateway(echo_policy(smollm2_tokenizer)) as gateway:
+        code, answer = post(gateway.base_url + "/chat/completions", body)
+    assert code == 200 and answer["choices"][0]["message"]["content"] == "cba"
+
+
+def test_a_chunked_body_over_the_limit_is_a_413(smollm2_tokenizer):
+    with Gateway(echo_policy(smollm2_tokenizer), max_body_bytes=1_000) as gateway:
+        host, port = gateway.address
+        connection = http.client.HTTPConnection(host, port, timeout=30)
+        body = json.dumps({"messages": [{"role": "user", "content": "x" * 5_000}]}).encode()
+        # no Content-Length: the size is only known while reading
+        connection.request("POST", "/v1/chat/completions", iter([body[:2000], body[2000:]]))
+        response = connection.getresponse()
+        assert response.status == 413 and "limit" in json.loads(response.read())["error"]["message"]
+        connection.close()
+        assert gateway.calls() == []
+
+
+class BlockingPolicy:
+    """Answers once ``release`` is set; raises for a message that says ``fail``."""
+
+    def __init__(self, tokenizer):
+        self.inner = echo_policy(tokenizer)
+        self.release = threading.Event()
+        self.tokenizer, self.name = tokenizer, "blocking"
+
+    def act(self, turns):
+        self.release.wait(timeout=30)
+        if any(t.observation["messages"][-1]["content"] == "fail" for t in turns):
+            raise ValueError("a policy bug, not a long prompt")
+        return self.inner.act(turns)
+
+
+def test_queue_full_timeout_and_policy_errors_get_503_504_and_500(smollm2_tokenizer):
+    policy = BlockingPolicy(smollm2_tokenizer)
+    message = {"messages": [{"role": "user", "content": "abc"}]}
+    with Gateway(policy, max_queue=1, request_timeout_s=1.0, batch_wait_s=0.0) as gateway:
+        url = gateway.base_url + "/chat/completions"
+        results = {}
+        first = threading.Thread(target=lambda: results.update(first=post(url, message)))
+        first.start()
+        time.sleep(0.5)  # the first request is in the policy, blocked
+        second = threading.Thread(target=lambda: results.update(second=post(url, message)))
+        second.start()
+        time.sleep(0.5)  # the second waits in the queue: it is full
+        code, answer = post(url, message)
+        assert code == 503 and answer["error"]["type"] == "queue_full"
+        first.join()
+        second.join()
+        # past request_timeout_s: 504, and the call is recorded once it is answered
+        assert results["first"][0] == 504 and results["second"][0] == 504
+        policy.release.set()
+        for _ in range(100):
+            if len(gateway.calls()) == 2:
+                break
+            time.sleep(0.05)
+        assert [c.completion.text for c in gateway.calls()] == ["cba", "cba"]
+        # a policy error is a 500 that says what it was, not a context length error
+        code, answer = post(url, {"messages": [{"role": "user", "content": "fail"}]})
+        assert code == 500 and answer["error"]["type"] == "server_error"
+        assert "a policy bug" in answer["error"]["message"]
+        assert post(url, message)[0] == 200  # and the gateway serves on
+
+
+def test_records_are_bounded_handed_over_and_readable_over_http(smollm2_tokenizer):
+    with Gateway(echo_policy(smollm2_tokenizer), max_records=5) as gateway:
+        for i in range(8):
+            post(
+                gateway.session_url("s") + "/chat/completions",
+                {"messages": [{"role": "user", "content": f"m{i}"}]},
+            )
+        assert [c.messages[-1]["content"] for c in gateway.calls()] == [
+            f"m{i}" for i in range(3, 8)
+        ]
+        assert gateway.dropped_calls == 3
+        host, port = gateway.address
+        with urllib.request.urlopen(f"http://{host}:{port}/sessions/s") as response:
+            listed = json.loads(response.read())["calls"]
+        assert [c["completion"]["text"] for c in listed] == [f"{i}m" for i in range(3, 8)]
+        assert all(c["completion"]["response_token_ids"] for c in listed)
+        request = urllib.request.Request(f"http://{host}:{port}/sessions/s", method="DELETE")
+        with urllib.request.urlopen(request) as response:
+            assert len(json.loads(response.read())["calls"]) == 5
+        assert gateway.calls() == []
+
+    with Gateway(echo_policy(smollm2_tokenizer), record_ttl_s=0.5) as gateway:
+        url = gateway.base_url + "/chat/completions"
+        post(url, {"messages": [{"role": "user", "content": "old"}]})
+        time.sleep(1.2)
+        post(url, {"messages": [{"role": "user", "content": "new"}]})
+        assert [c.messages[-1]["content"] for c in gateway.calls()] == ["new"]
+
+
+def test_record_to_appends_every_call_to_a_file_and_keeps_none(smollm2_tokenizer, tmp_path):
+    path = tmp_path / "calls.jsonl"
+    with Gateway(echo_policy(smollm2_tokenizer), record_to=str(path)) as gateway:
+        for i in range(3):
+            post(
+                gateway.base_url + "/chat/completions",
+                {"messages": [{"role": "user", "content": f"q{i}"}]},
+            )
+        assert gateway.calls() == []
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [r["messages"][-1]["content"] for r in rows] == ["q0", "q1", "q2"]
+    assert [r["completion"]["text"] for r in rows] == ["0q", "1q", "2q"]
+
+
+def test_closing_lets_requests_in_flight_finish_and_loses_no_record(smollm2_tokenizer, tmp_path):
+    path = tmp_path / "calls.jsonl"
+    policy = BlockingPolicy(smollm2_tokenizer)
+    gateway = Gateway(policy, record_to=str(path)).start()
+    url = gateway.base_url + "/chat/completions"
+    results = {}
+    flight = threading.Thread(
+        target=lambda: results.update(
+            r=post(url, {"messages": [{"role": "user", "content": "abc"}]})
+        )
+    )
+    flight.start()
+    time.sleep(0.5)
+    threading.Timer(0.5, policy.release.set).start()
+    gateway.close()  # while the request is in the policy
+    flight.join()
+    assert results["r"][0] == 200 and results["r"][1]["choices"][0]["message"]["content"] == "cba"
+    assert [json.loads(line)["completion"]["text"] for line in path.read_text().splitlines()] == [
+        "cba"
+    ]
+    with pytest.raises(urllib.error.URLError):  # closed: the port no longer answers
+        urllib.request.urlopen(url.replace("/chat/completions", "/models"), timeout=5)
+
+
+def test_the_openai_compatible_policy_retries_a_busy_server_and_not_a_bad_request():
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    answers = [
+        (503, {"error": {"message": "busy"}}),
+        (200, None),
+        (400, {"error": {"message": "no"}}),
+    ]
+    seen = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):  # noqa: N802
+            seen.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            status, body = answers.pop(0)
+            body = body or {
+                "model": "m",
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": "hi"},
+                        "finish_reason": "stop",
+                        "token_ids": [5, 6],
+                        "logprobs": {
+                            "content": [
+                                {"token": "h", "logprob": -0.1},
+                                {"token": "i", "logprob": -0.2},
+                            ]
+                        },
+                    }
+                ],
+                "prompt_token_ids": [1, 2, 3],
+            }
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = OpenAICompatiblePolicy(f"http://127.0.0.1:{server.server_port}/v1", "m")
+        completion = client.complete([{"role": "user", "content": "hello"}])
+        assert len(seen) == 2  # the 503 was retried
+        assert seen[1]["return_token_ids"] is True and seen[1]["messages"][0]["content"] == "hello"
+        assert completion.text == "hi" and completion.response_token_ids == [5, 6]
+        assert completion.logprobs == [-0.1, -0.2] and completion.prompt_token_ids == [1, 2, 3]
+        with pytest.raises(ServerError, match="answered 400"):
+            client.complete([{"role": "user", "content": "hello"}])
+        assert len(seen) == 3  # a bad request is not retried
+    finally:
+        server.shutdown()
+        server.server_close()
