@@ -1,7 +1,8 @@
 """Any OpenAI-compatible server (``/v1/chat/completions``) as a batched policy.
 
-A batch of turns becomes concurrent HTTP requests. Token ids and logprobs are recorded when the
-server returns them: ``prompt_token_ids`` and per-choice ``token_ids`` (vLLM's
+A batch of turns becomes concurrent requests, sent with the ``openai`` SDK (its timeouts, and its
+retries with backoff on connection errors, 408, 429 and 5xx answers). Token ids and logprobs
+are recorded when the server returns them: ``prompt_token_ids`` and per-choice ``token_ids`` (vLLM's
 ``return_token_ids``, which boltzoo's gateway always returns) and ``logprobs.content[].logprob``.
 Against a server that does not know ``return_token_ids`` (OpenAI's own API rejects unknown
 fields), pass ``request_token_ids=False``.
@@ -9,9 +10,6 @@ fields), pass ``request_token_ids=False``.
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -35,7 +33,8 @@ class OpenAICompatiblePolicy:
         max_new_tokens, temperature, top_p, stop: sampling parameters.
         request_token_ids: ask for ``return_token_ids`` (vLLM and boltzoo's gateway know it).
         max_concurrency: requests in flight at once.
-        timeout_s: per request.
+        timeout_s: per request attempt.
+        max_retries: attempts after the first, for the errors worth retrying.
     """
 
     def __init__(
@@ -51,7 +50,10 @@ class OpenAICompatiblePolicy:
         request_token_ids: bool = True,
         max_concurrency: int = 32,
         timeout_s: float = 300.0,
+        max_retries: int = 2,
     ):
+        import openai
+
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.api_key = api_key
@@ -59,6 +61,12 @@ class OpenAICompatiblePolicy:
         self.request_token_ids = request_token_ids
         self.max_concurrency = int(max_concurrency)
         self.timeout_s = float(timeout_s)
+        self.client = openai.OpenAI(
+            base_url=self.base_url,
+            api_key=api_key or "none",  # the SDK needs one; servers without keys ignore it
+            timeout=self.timeout_s,
+            max_retries=max_retries,
+        )
         self.version = 0
 
     @property
@@ -91,23 +99,20 @@ class OpenAICompatiblePolicy:
         return body
 
     def complete(self, messages: Sequence[dict[str, Any]]) -> Completion:
-        """Return the Completion of one chat: one HTTP request."""
-        request = urllib.request.Request(
-            f"{self.base_url}/chat/completions",
-            data=json.dumps(self.request_body(messages)).encode(),
-            headers={"Content-Type": "application/json"}
-            | ({"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}),
-            method="POST",
-        )
+        """Return the Completion of one chat: one request (retried as the SDK retries)."""
+        import openai
+
+        body = self.request_body(messages)
+        extra = {k: body.pop(k) for k in ("return_token_ids",) if k in body}
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                data = json.loads(response.read())
-        except urllib.error.HTTPError as error:
-            detail = error.read().decode(errors="replace")[:500]
-            raise ServerError(f"{self.base_url} answered {error.code}: {detail}") from None
-        except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
+            response = self.client.chat.completions.create(**body, extra_body=extra or None)
+        except openai.APIStatusError as error:
+            detail = error.response.text[:500]
+            raise ServerError(f"{self.base_url} answered {error.status_code}: {detail}") from None
+        except openai.APIConnectionError as error:  # timeouts included
             raise ServerError(f"no answer from {self.base_url}: {error}") from None
-        return self.parse_response(data)
+        # the server's extra fields (token ids) are kept by the SDK's models
+        return self.parse_response(response.model_dump())
 
     def parse_response(self, data: dict[str, Any]) -> Completion:
         """Return the Completion in a chat completion response (its first choice)."""
