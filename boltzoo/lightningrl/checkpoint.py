@@ -5,7 +5,8 @@ A checkpoint is a folder ``checkpoints/step-000042`` holding the trained weights
 written in full to a hidden temporary folder, flushed to disk, and only then renamed into place;
 the file ``checkpoints/latest`` (replaced atomically too) names the newest. A run killed at any
 moment leaves either the previous checkpoint or the new one, never half of one: leftover
-temporary folders are ignored and removed by the next save.
+temporary folders are ignored and removed by the next save. The folders' entries are fsynced
+too, so a rename survives a power cut.
 """
 
 from __future__ import annotations
@@ -27,6 +28,20 @@ def _fsync_tree(folder: Path) -> None:
     for path in folder.iterdir():
         with path.open("rb") as f:
             os.fsync(f.fileno())
+    _fsync_dir(folder)
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Flush a folder's entries (the names of what was created or renamed in it) to disk."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _step_of(folder: Path) -> int:
+    return int(folder.name.rsplit("-", 1)[1])
 
 
 def save_checkpoint(
@@ -52,14 +67,17 @@ def save_checkpoint(
     torch.save(state, tmp / "state.pt")
     (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     _fsync_tree(tmp)
-    if final.exists():
-        shutil.rmtree(final)
+    if final.exists():  # the same step saved again: the old copy stays until the new is in
+        os.replace(final, root / f".replaced-step-{step:06d}")
     os.replace(tmp, final)
     pointer = root / f".{LATEST}.tmp"
     pointer.write_text(final.name + "\n")
+    with pointer.open("rb") as f:
+        os.fsync(f.fileno())
     os.replace(pointer, root / LATEST)
-    for stale in root.glob(".tmp-step-*"):  # left by runs killed mid-write
-        shutil.rmtree(stale, ignore_errors=True)
+    _fsync_dir(root)
+    for stale in [*root.glob(".tmp-step-*"), *root.glob(".replaced-step-*")]:
+        shutil.rmtree(stale, ignore_errors=True)  # left by runs killed mid-write, or replaced
     finished = sorted(p for p in root.glob("step-*") if p.is_dir())
     for old in finished[:-keep] if keep > 0 else []:
         if old != final:
@@ -75,8 +93,14 @@ def latest_checkpoint(root: str | Path) -> Path | None:
         folder = root / pointer.read_text().strip()
         if (folder / "state.pt").exists():
             return folder
-    finished = sorted(p for p in root.glob("step-*") if (p / "state.pt").exists())
-    return finished[-1] if finished else None
+    # a save killed between moving a step's old copy aside and renaming the new one in
+    # leaves the old copy as .replaced-step-N: still a complete checkpoint
+    finished = [
+        p
+        for p in [*root.glob(".replaced-step-*"), *root.glob("step-*")]
+        if (p / "state.pt").exists()
+    ]
+    return max(finished, key=_step_of) if finished else None
 
 
 def load_checkpoint(folder: str | Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:

@@ -177,6 +177,7 @@ class Trainer:
         self.step = 0
         self.task_rng = np.random.default_rng(cfg.seed)
         self.skipped_updates = 0
+        self.saved_step: int | None = None  # the step of this run's newest checkpoint
         self.train_seconds = 0.0  # rollouts and updates so far (the max_train_minutes clock)
         self._tensorboard = None
         if cfg.init_from:
@@ -505,7 +506,8 @@ class Trainer:
                 bar.set_postfix(reward=f"{metrics['reward']:.3f}", score=f"{metrics['score']:.3f}")
                 if cfg.save_every and self.step % cfg.save_every == 0:
                     self.save()
-            self.save()
+            if self.saved_step != self.step:
+                self.save()  # the last step, unless save_every just saved it
         finally:
             bar.close()
             if self._tensorboard is not None:
@@ -570,6 +572,7 @@ class Trainer:
 
     def save(self) -> Path:
         """Write a checkpoint of the current step (atomically); return its folder."""
+        self.saved_step = self.step
         state = {
             "step": self.step,
             "policy_names": self.policy_names,
@@ -626,7 +629,7 @@ class Trainer:
         self._load_trained_weights(weights)
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
-        self.step = state["step"]
+        self.step = self.saved_step = state["step"]
         self.skipped_updates = state["skipped_updates"]
         self.train_seconds = state.get("train_seconds", 0.0)
         self.task_rng.bit_generator.state = state["task_rng"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -120,6 +121,59 @@ def test_checkpoint_interrupted_mid_write_is_never_used(
         tokenizer=smollm2_tokenizer,
     )
     assert fresh.resume() and fresh.step == 1
+
+
+def test_a_run_ending_on_a_save_every_step_saves_it_once(
+    tmp_path, smollm2_tokenizer, monkeypatch, tokens_config
+):
+    import boltzoo.lightningrl.trainer as trainer_module
+
+    saved = []
+    real_save = trainer_module.save_checkpoint
+    monkeypatch.setattr(
+        trainer_module,
+        "save_checkpoint",
+        lambda root, step, *args, **kw: saved.append(step) or real_save(root, step, *args, **kw),
+    )
+    config = tokens_config(tmp_path, steps=4, save_every=2)
+    Trainer(config, model=tiny_model(len(smollm2_tokenizer)), tokenizer=smollm2_tokenizer).train()
+    assert saved == [2, 4]
+
+
+def test_saving_a_step_again_killed_midway_keeps_its_first_copy(
+    tmp_path, smollm2_tokenizer, monkeypatch, tokens_config
+):
+    trainer = Trainer(
+        tokens_config(tmp_path, steps=2),
+        model=tiny_model(len(smollm2_tokenizer)),
+        tokenizer=smollm2_tokenizer,
+    )
+    trainer.train_step()
+    first = trainer.save()
+    weights_before = checkpoint_module.load_checkpoint(first)[0]
+    real_replace = checkpoint_module.os.replace
+
+    def dies_renaming_the_new_copy_in(source, target):
+        if Path(source).name.startswith(".tmp-step-"):
+            raise KeyboardInterrupt("killed between moving the old copy aside and renaming")
+        real_replace(source, target)
+
+    monkeypatch.setattr(checkpoint_module.os, "replace", dies_renaming_the_new_copy_in)
+    with pytest.raises(KeyboardInterrupt):
+        trainer.save()  # step 1 again
+    monkeypatch.undo()
+    found = checkpoint_module.latest_checkpoint(tmp_path / "run" / "checkpoints")
+    assert found is not None  # the first copy, complete, under its temporary name
+    weights = checkpoint_module.load_checkpoint(found)[0]
+    assert all(torch.equal(weights[k], v) for k, v in weights_before.items())
+    fresh = Trainer(
+        tokens_config(tmp_path, steps=2),
+        model=tiny_model(len(smollm2_tokenizer)),
+        tokenizer=smollm2_tokenizer,
+    )
+    assert fresh.resume() and fresh.step == 1
+    assert fresh.save().name == "step-000001"  # and the next save cleans up
+    assert not list((tmp_path / "run" / "checkpoints").glob(".replaced-*"))
 
 
 def test_non_finite_loss_skips_the_update(tmp_path, smollm2_tokenizer, monkeypatch, tokens_config):
