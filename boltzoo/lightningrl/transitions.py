@@ -7,13 +7,16 @@ the model several times to produce one action) gives one transition per inner ca
 step's credit; the outer Completion, which only carries the final text, is not a call. Any other
 step gives one transition, its action.
 
-Token ids and sampling logprobs are read from the Completions. Only a call that has none is
-tokenized from its text (``retokenized=True``, ``logprobs=None``), which needs the tokenizer.
+Token ids and sampling logprobs are read from the Completions. A call without prompt ids gets
+its prompt rebuilt from the observation with the tokenizer's chat template (``retokenized=True``;
+its response ids and logprobs are kept); a call without response ids is tokenized from its
+text, and its logprobs, if any, are dropped with a warning (they cannot be paired).
 """
 
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -94,11 +97,21 @@ def _tokens(
     if prompt is None:
         prompt = encode_chat(tokenizer, step.observation["messages"])
     response = call.response_token_ids
-    if response is None:
-        response = list(tokenizer.encode(call.text, add_special_tokens=False))
-        if tokenizer.eos_token_id is not None:
-            response.append(tokenizer.eos_token_id)
-    return list(prompt), list(response), None, True
+    if response is not None:  # the backend's response tokens and their logprobs still hold
+        logprobs = call.logprobs
+        if logprobs is not None and len(logprobs) != len(response):
+            logprobs = None
+        return list(prompt), list(response), logprobs, True
+    if call.logprobs is not None:
+        warnings.warn(
+            f"{where}: the Completion has logprobs but no response token ids; it is tokenized "
+            "from its text and its logprobs are dropped (they cannot be paired with the tokens)",
+            stacklevel=3,
+        )
+    response = list(tokenizer.encode(call.text, add_special_tokens=False))
+    if tokenizer.eos_token_id is not None:
+        response.append(tokenizer.eos_token_id)
+    return list(prompt), response, None, True
 
 
 def flatten(

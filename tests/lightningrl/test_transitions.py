@@ -220,6 +220,23 @@ def test_plain_text_action_is_retokenized_with_the_tokenizer(smollm2_tokenizer):
     assert not any(other.retokenized for other in transitions if other is not t)
 
 
+def test_a_call_without_prompt_ids_keeps_its_response_ids_and_logprobs(smollm2_tokenizer):
+    no_prompt = Completion(
+        text="Rain.", response_token_ids=[11, 12, 2], logprobs=[-0.5, -1.0, -0.25]
+    )
+    t = flatten([episode(actions={2: no_prompt})], tokenizer=smollm2_tokenizer)[3]
+    assert where(t) == ("writer", 2, 0) and t.retokenized
+    assert t.prompt_token_ids == encode_chat(smollm2_tokenizer, MESSAGES)  # rebuilt
+    assert t.response_token_ids == [11, 12, 2] and t.logprobs == [-0.5, -1.0, -0.25]
+
+
+def test_logprobs_without_response_ids_are_dropped_with_a_warning(smollm2_tokenizer):
+    unpaired = Completion(text="Rain.", logprobs=[-0.5, -1.0])
+    with pytest.warns(UserWarning, match="logprobs are dropped"):
+        t = flatten([episode(actions={2: unpaired})], tokenizer=smollm2_tokenizer)[3]
+    assert t.retokenized and t.logprobs is None
+
+
 def test_text_without_tokens_and_without_tokenizer_raises():
     text_only = Completion(text="Rain on the window.")
     with pytest.raises(ValueError, match="no token ids.*tokenizer="):
