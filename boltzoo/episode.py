@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -63,8 +63,11 @@ class Completion:
         return self.prompt_token_ids is not None and self.response_token_ids is not None
 
     def to_dict(self) -> dict[str, Any]:
-        """Return the completion as JSON-serialisable plain values."""
-        return asdict(self)
+        """Return the completion as JSON-serialisable plain values (the token lists are the
+        completion's own, not copies: serialise them, do not change them)."""
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data["inner_calls"] = [call.to_dict() for call in self.inner_calls]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Completion:
@@ -149,8 +152,8 @@ class Episode:
         return totals
 
     def to_dict(self) -> dict[str, Any]:
-        """Return the episode as JSON-serialisable plain values."""
-        data = asdict(self)
+        """Return the episode as JSON-serialisable plain values (not copies: serialise them)."""
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["steps"] = [step.to_dict() for step in self.steps]
         return data
 

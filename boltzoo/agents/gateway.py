@@ -267,7 +267,7 @@ def parse_request(raw: bytes) -> Any:
         raise GatewayError(400, "the request body must be a JSON object")
     request_class, _ = _request_models()
     try:
-        request = request_class.model_validate_json(raw)
+        request = request_class.model_validate(body)
     except ValidationError as error:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}"
