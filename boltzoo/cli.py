@@ -199,12 +199,18 @@ def _config_flags(parser: argparse.ArgumentParser, config_class: type) -> None:
     ``env`` and ``model`` are the command's own arguments."""
     import dataclasses
 
+    from boltzoo.lightningrl.config import choices
+
+    allowed = choices(config_class)
     for f in dataclasses.fields(config_class):
         if f.name in ("env", "model"):
             continue
         flag = "--" + f.name.replace("_", "-")
         kind = type(f.default) if f.default is not dataclasses.MISSING else None
-        if kind is bool:  # --flag alone means true; --flag false turns it off
+        if f.name in allowed:  # one of the config's own list
+            values = [v for v in allowed[f.name] if v is not None]
+            parser.add_argument(flag, choices=values, default=None, help=f.metadata["help"])
+        elif kind is bool:  # --flag alone means true; --flag false turns it off
             parser.add_argument(
                 flag, type=_parse_bool, nargs="?", const=True, default=None, help=f.metadata["help"]
             )

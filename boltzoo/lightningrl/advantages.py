@@ -11,13 +11,15 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import get_args
 
 import torch
 
+from boltzoo.lightningrl.config import Estimator, GroupBy
 from boltzoo.lightningrl.transitions import Transition
 
-GROUP_BY = ("task", "task_agent", "task_agent_turn")
-ESTIMATORS = ("grpo", "rloo", "reinforce++")  # as TrainerConfig.estimator spells them
+GROUP_BY = get_args(GroupBy)
+ESTIMATORS = get_args(Estimator)
 
 
 def group_keys(transitions: Sequence[Transition], group_by: str) -> list[tuple]:

@@ -9,11 +9,35 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 
 def _help(text: str, **kwargs: Any) -> Any:
     return field(metadata={"help": text}, **kwargs)
+
+
+# The allowed values of the choice fields the learner's code looks up (one list each: the code's
+# tables are made from these, and the command line's choices too)
+CreditRule = Literal["identical", "discounted", "returns"]
+Estimator = Literal["grpo", "rloo", "reinforce++"]
+GroupBy = Literal["task", "task_agent", "task_agent_turn"]
+KLEstimator = Literal["k1", "k2", "k3"]
+Aggregation = Literal["token", "sequence", "episode"]
+
+
+def choices(config_class: type) -> dict[str, tuple[Any, ...]]:
+    """Return the allowed values of every field of ``config_class`` typed as a ``Literal``
+    (with None when the field is optional): the one list the config, its checks and the
+    command line's ``choices`` all read."""
+    found = {}
+    for name, hint in get_type_hints(config_class).items():
+        args = get_args(hint)
+        if get_origin(hint) is Literal:
+            found[name] = args
+        elif any(get_origin(a) is Literal for a in args):  # Literal[...] | None
+            literal = next(a for a in args if get_origin(a) is Literal)
+            found[name] = (None, *get_args(literal)) if type(None) in args else get_args(literal)
+    return found
 
 
 @dataclass
@@ -40,7 +64,7 @@ class TrainerConfig:
         "every trained agent shares one policy named 'policy' (JSON on the command line)",
         default_factory=dict,
     )
-    framework: str | None = _help(
+    framework: Literal["autogen", "openai-agents"] | None = _help(
         "autogen | openai-agents: the trained agents act as agents of that framework (the "
         "bundled example agents, or your own via Trainer(agent_builders=...)), calling the model "
         "through a gateway over the sampler; LightningRL learns from the calls it recorded",
@@ -77,13 +101,13 @@ class TrainerConfig:
     temperature: float = _help("sampling temperature of rollouts", default=1.0)
     top_p: float = _help("nucleus sampling of rollouts", default=1.0)
     episode_timeout_s: float | None = _help("an episode running longer fails", default=None)
-    sampler: str = _help(
+    sampler: Literal["shared", "copy", "vllm"] = _help(
         "shared: rollouts sample with the learner's own weights; copy: with a separate copy in "
         "sampler_precision, synced after every update; vllm: with a vLLM engine per policy, "
         "synced by load_weights (boltzoo[vllm])",
         default="shared",
     )
-    sampler_precision: str = _help(
+    sampler_precision: Literal["fp32", "bf16"] = _help(
         "fp32 | bf16: the dtype of the sampling copy (sampler=copy or vllm)", default="fp32"
     )
     sampler_kwargs: dict[str, Any] = _help(
@@ -106,10 +130,10 @@ class TrainerConfig:
     )
 
     # --- credit and advantages
-    credit: str = _help("identical | discounted | returns", default="identical")
+    credit: CreditRule = _help("identical | discounted | returns", default="identical")
     gamma: float = _help("discount of the discounted credit", default=1.0)
-    estimator: str = _help("grpo | rloo | reinforce++", default="grpo")
-    group_by: str = _help("task | task_agent | task_agent_turn", default="task")
+    estimator: Estimator = _help("grpo | rloo | reinforce++", default="grpo")
+    group_by: GroupBy = _help("task | task_agent | task_agent_turn", default="task")
     normalize_std: bool = _help("GRPO: divide by the group's std", default=True)
     per_episode_advantage: bool = _help("one advantage per episode and agent", default=False)
 
@@ -118,9 +142,9 @@ class TrainerConfig:
     clip_eps_high: float | None = _help("upper clip range (default: clip_eps)", default=None)
     dual_clip: float | None = _help("dual-clip constant for negative advantages", default=3.0)
     kl_coef: float = _help("weight of the KL to the initial model (0: off)", default=0.0)
-    kl_estimator: str = _help("k1 | k2 | k3", default="k3")
+    kl_estimator: KLEstimator = _help("k1 | k2 | k3", default="k3")
     entropy_coef: float = _help("weight of the entropy bonus (0: off)", default=0.0)
-    aggregation: str = _help(
+    aggregation: Aggregation = _help(
         "token | sequence | episode: the loss is the mean over tokens, over sequences (each its "
         "tokens' mean), or over episodes (each its sequences' mean), per policy",
         default="token",
@@ -137,7 +161,9 @@ class TrainerConfig:
     lr: float = _help("AdamW learning rate", default=1e-5)
     weight_decay: float = _help("AdamW weight decay", default=0.0)
     warmup_steps: int = _help("linear warm-up steps", default=0)
-    lr_schedule: str = _help("constant | cosine | linear (after warm-up)", default="constant")
+    lr_schedule: Literal["constant", "cosine", "linear"] = _help(
+        "constant | cosine | linear (after warm-up)", default="constant"
+    )
     max_grad_norm: float = _help("gradient clipping", default=1.0)
     micro_batch_tokens: int = _help(
         "tokens per micro-batch (sequences bucketed by length; gradients accumulate)",
@@ -151,7 +177,7 @@ class TrainerConfig:
     )
     save_every: int = _help("checkpoint every K steps (and always at the end)", default=10)
     device: str | None = _help("cpu, cuda, ... (default: cuda when there is one)", default=None)
-    precision: str = _help(
+    precision: Literal["fp32", "bf16"] = _help(
         "fp32 | bf16 (bf16 autocast where the device supports it)", default="fp32"
     )
     progress: bool = _help("show progress bars", default=True)
@@ -161,21 +187,15 @@ class TrainerConfig:
     )
 
     def __post_init__(self) -> None:
-        choices = {
-            "credit": ("identical", "discounted", "returns"),
-            "estimator": ("grpo", "rloo", "reinforce++"),
-            "group_by": ("task", "task_agent", "task_agent_turn"),
-            "kl_estimator": ("k1", "k2", "k3"),
-            "aggregation": ("token", "sequence", "episode"),
-            "sampler": ("shared", "copy", "vllm"),
-            "sampler_precision": ("fp32", "bf16"),
-            "lr_schedule": ("constant", "cosine", "linear"),
-            "precision": ("fp32", "bf16"),
-            "framework": (None, "autogen", "openai-agents"),
-        }
-        for name, allowed in choices.items():
+        for name, allowed in choices(type(self)).items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name}={getattr(self, name)!r}; choose one of {allowed}")
+        if self.sampler == "vllm" and self.top_p < 1:
+            raise ValueError(
+                f"sampler='vllm' with top_p={self.top_p}: vLLM reports logprobs after top-p "
+                "truncation, the learner's ratios need them before it; use top_p=1 with vllm, "
+                "or the copy sampler"
+            )
         if self.rollout_workers < 0:
             raise ValueError(f"rollout_workers must be 0 or more, got {self.rollout_workers}")
         for name in ("steps", "tasks_per_step", "group_size", "max_new_tokens", "epochs_per_step"):
@@ -258,13 +278,15 @@ class SFTConfig:
     output_dir: str = _help("where checkpoints and metrics go", default="runs/sft")
     seed: int = _help("seeds the batch order and initialisation", default=0)
     device: str | None = _help("cpu, cuda, ... (default: cuda when there is one)", default=None)
-    precision: str = _help("fp32 | bf16 (autocast where supported)", default="fp32")
-    sampler: str = _help(
+    precision: Literal["fp32", "bf16"] = _help(
+        "fp32 | bf16 (autocast where supported)", default="fp32"
+    )
+    sampler: Literal["shared", "copy", "vllm"] = _help(
         "how evaluation samples: shared (the learner's weights), copy (a copy in "
         "sampler_precision, loaded with the merged weights) or vllm",
         default="copy",
     )
-    sampler_precision: str = _help(
+    sampler_precision: Literal["fp32", "bf16"] = _help(
         "fp32 | bf16: the sampling copy's dtype (bf16 evaluates faster on a CPU)", default="bf16"
     )
     progress: bool = _help("show a progress bar", default=True)

@@ -16,8 +16,10 @@ Rewards: ``step.rewards[a]`` is what agent ``a`` was paid right after step ``t``
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import get_args
 
 from boltzoo.episode import Episode
+from boltzoo.lightningrl.config import CreditRule
 
 CreditFn = Callable[[Episode, str, list[int]], list[float]]
 
@@ -60,7 +62,7 @@ def returns(episode: Episode, agent: str, steps: list[int]) -> list[float]:
     return [to_go[i] for i in steps]
 
 
-CREDIT_RULES = ("identical", "discounted", "returns")
+CREDIT_RULES = get_args(CreditRule)
 
 
 def get_credit(name_or_fn: str | CreditFn, gamma: float = 1.0) -> CreditFn:

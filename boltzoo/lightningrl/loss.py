@@ -11,11 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import get_args
 
 import torch
 
-AGGREGATIONS = ("token", "sequence", "episode")
-KL_ESTIMATORS = ("k1", "k2", "k3")
+from boltzoo.lightningrl.config import Aggregation, KLEstimator
+
+AGGREGATIONS = get_args(Aggregation)
+KL_ESTIMATORS = get_args(KLEstimator)
 
 
 @dataclass

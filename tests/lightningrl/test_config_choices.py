@@ -1,0 +1,43 @@
+"""The choice fields' one list: the config's Literal types, its checks, the command line and the
+code's tables all agree."""
+
+from __future__ import annotations
+
+import pytest
+
+from boltzoo.cli import build_parser
+from boltzoo.lightningrl.advantages import ESTIMATORS, GROUP_BY
+from boltzoo.lightningrl.config import SFTConfig, TrainerConfig, choices
+from boltzoo.lightningrl.credit import CREDIT_RULES
+from boltzoo.lightningrl.loss import AGGREGATIONS, KL_ESTIMATORS
+
+
+def test_the_code_tables_are_the_config_choices():
+    allowed = choices(TrainerConfig)
+    assert allowed["estimator"] == ESTIMATORS
+    assert allowed["group_by"] == GROUP_BY
+    assert allowed["credit"] == CREDIT_RULES
+    assert allowed["kl_estimator"] == KL_ESTIMATORS and allowed["aggregation"] == AGGREGATIONS
+    frameworks = pytest.importorskip("boltzoo.agents.frameworks")
+    examples = pytest.importorskip("boltzoo.agents.examples")
+    assert set(allowed["framework"]) == {None, *frameworks.ADAPTERS} == {None, *examples.EXAMPLES}
+
+
+@pytest.mark.parametrize("config_class", [TrainerConfig, SFTConfig])
+def test_every_choice_field_refuses_other_values_and_the_cli_offers_its_list(config_class):
+    command = "train" if config_class is TrainerConfig else "sft"
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command").choices[command]
+    flags = {a.dest: a for a in sub._actions}
+    for name, allowed in choices(config_class).items():
+        with pytest.raises(ValueError, match=name):
+            config_class(**{name: "nonsense"})
+        assert flags[name].choices == [v for v in allowed if v is not None]
+        for value in allowed:
+            config_class(**{name: value})  # every listed value is accepted
+
+
+def test_vllm_sampling_with_top_p_is_refused():
+    with pytest.raises(ValueError, match="top_p"):
+        TrainerConfig(sampler="vllm", top_p=0.9)
+    TrainerConfig(sampler="copy", top_p=0.9)
