@@ -4,12 +4,12 @@ The same interface as the transformers backend: chats in, Completions with the p
 ids (the chat template applied by boltzoo, so prompts are exactly what the learner sees), the
 response's token ids and each sampled token's logprob out. The engine runs with
 ``logprobs_mode="processed_logprobs"``: logprobs of the temperature-scaled distribution, which
-is what the learner recomputes. With ``top_p < 1`` vLLM also renormalises over the nucleus
-before reporting; the Completion records ``logprobs_mode`` so the learner knows.
+is what the learner recomputes. With ``top_p < 1`` vLLM reports them after renormalising over
+the nucleus, which the learner does not: ``TrainerConfig`` refuses ``sampler="vllm"`` with
+``top_p < 1`` (the Completion records ``logprobs_mode`` for other readers).
 
 After a LightningRL update, :meth:`VLLMPolicy.load_weights` loads the new weights (a
-``state_dict``) into the running engine, or :meth:`VLLMPolicy.load_lora` switches to a new LoRA
-adapter.
+``state_dict``, LoRA adapters merged) into the running engine.
 """
 
 from __future__ import annotations
@@ -42,7 +42,6 @@ class VLLMPolicy:
     Args:
         model: a local transformers model folder (or ``"smollm2-135m"``).
         max_new_tokens, temperature, top_p, stop, seed: sampling parameters.
-        enable_lora: start the engine able to serve LoRA adapters (``max_lora_rank``).
         engine_kwargs: passed to ``vllm.LLM`` (``dtype``, ``gpu_memory_utilization``, ...).
     """
 
@@ -55,8 +54,6 @@ class VLLMPolicy:
         top_p: float = 1.0,
         stop: Sequence[str] = (),
         seed: int = 0,
-        enable_lora: bool = False,
-        max_lora_rank: int = 16,
         **engine_kwargs: Any,
     ):
         from boltzoo.agents.models import SMOLLM2, resolve_model
@@ -65,27 +62,22 @@ class VLLMPolicy:
         self._spec = dict(
             model=model,
             seed=seed,
-            enable_lora=enable_lora,
-            max_lora_rank=max_lora_rank,
             **engine_kwargs,
         )
         vllm = _import_vllm()
         self.name = SMOLLM2 if str(model) == SMOLLM2 else str(model)
         path = str(resolve_model(model))
-        lora_kwargs = {"enable_lora": True, "max_lora_rank": max_lora_rank} if enable_lora else {}
         self.engine = vllm.LLM(
             model=path,
             seed=seed,
             logprobs_mode="processed_logprobs",
             worker_extension_cls=f"{__name__}.WorkerExtension",
-            **lora_kwargs,
             **engine_kwargs,
         )
         self.tokenizer = self.engine.get_tokenizer()
         self.sampling = SamplingParams(max_new_tokens, temperature, top_p, stop)
         self.seed = seed
         self.version = 0
-        self._lora: Any = None
 
     @property
     def sampling_params(self) -> dict[str, Any]:
@@ -115,7 +107,6 @@ class VLLMPolicy:
             [{"prompt_token_ids": p} for p in prompts],
             params,
             use_tqdm=False,
-            lora_request=self._lora,
         )
         completions = []
         for prompt, output in zip(prompts, outputs, strict=True):
@@ -153,17 +144,6 @@ class VLLMPolicy:
         self.engine.collective_rpc("boltzoo_load_weights", args=(packed,))
         self.engine.reset_prefix_cache()  # cached prefixes were computed by the old weights
         self.version = int(version)
-
-    def load_lora(
-        self, adapter_dir: str | os.PathLike, *, version: int, name: str = "boltzoo"
-    ) -> None:
-        """Sample from now on with the LoRA adapter saved (peft format) in ``adapter_dir``;
-        later Completions carry ``version``."""
-        from vllm.lora.request import LoRARequest
-
-        self.version = int(version)
-        # A new id per version: vLLM caches adapters by id.
-        self._lora = LoRARequest(f"{name}-v{self.version}", self.version, str(adapter_dir))
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         # An engine cannot be pickled: shipped to another process (a Ray rollout worker), the
