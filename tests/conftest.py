@@ -150,9 +150,10 @@ def smollm2_tokenizer():
 
 
 @pytest.fixture
-def tokens_config(smollm2_tokenizer):
-    """A factory of TrainerConfigs for a tiny model on tokens-v0 (a run of seconds that learns):
-    ``tokens_config(folder, **overrides)`` writes the run into ``folder / "run"``."""
+def trainer_config(smollm2_tokenizer):
+    """The tests' one factory of TrainerConfigs: a tiny model (LoRA off unless asked), a run of
+    one small step on tokens-v0 without checkpoints or progress bars, in ``folder / "run"``;
+    ``trainer_config(folder, **overrides)`` changes any field (``env=...``, ``steps=...``)."""
     from boltzoo.lightningrl.config import TrainerConfig
 
     def make(folder, **overrides):
@@ -161,15 +162,27 @@ def tokens_config(smollm2_tokenizer):
             env_kwargs={"vocab_size": len(smollm2_tokenizer), "target_size": 3000},
             model="tiny",
             output_dir=str(folder / "run"),
-            steps=8,
-            tasks_per_step=8,
-            group_size=4,
-            max_new_tokens=16,
-            lr=5e-2,
+            steps=1,
+            tasks_per_step=2,
+            group_size=2,
+            max_new_tokens=8,
+            lr=1e-2,
             save_every=0,
             progress=False,
         )
         return TrainerConfig(**(values | overrides))
+
+    return make
+
+
+@pytest.fixture
+def tokens_config(trainer_config):
+    """:func:`trainer_config` set for a run of seconds that learns on tokens-v0 (8 steps of
+    8 tasks x 4; the reward rises well above chance)."""
+
+    def make(folder, **overrides):
+        learns = dict(steps=8, tasks_per_step=8, group_size=4, max_new_tokens=16, lr=5e-2)
+        return trainer_config(folder, **(learns | overrides))
 
     return make
 

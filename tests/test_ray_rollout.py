@@ -207,24 +207,17 @@ def test_framework_agents_roll_out_on_workers_behind_their_own_gateways(smollm2_
     assert [s.info.get("tool_calls") for e in there for s in e.steps] == [1] * 6
 
 
-def test_a_framework_agent_trains_with_its_rollouts_on_workers(tmp_path, smollm2_tokenizer):
+def test_a_framework_agent_trains_with_its_rollouts_on_workers(
+    tmp_path, smollm2_tokenizer, trainer_config
+):
     pytest.importorskip("autogen_agentchat")
-    from boltzoo.lightningrl.config import TrainerConfig
-
-    config = TrainerConfig(
+    config = trainer_config(
+        tmp_path,
         env="math-v0",
         env_kwargs={"max_turns": 1},
-        model="tiny",
         framework="autogen",
-        output_dir=str(tmp_path / "run"),
         steps=2,
-        tasks_per_step=2,
-        group_size=2,
-        max_new_tokens=8,
-        lr=1e-2,
         lora_r=4,
-        save_every=0,
-        progress=False,
         rollout_workers=2,
     )
     with Trainer(

@@ -48,10 +48,25 @@ def test_tasks_and_group_size_give_groups_of_the_same_task():
     assert len({e.episode_id for e in episodes}) == 9
 
 
-def test_seed_makes_rollouts_repeatable():
-    a = boltzoo.rollout("math-v0", {"solver": OraclePolicy()}, episodes=6, seed=7, progress=False)
-    b = boltzoo.rollout("math-v0", {"solver": OraclePolicy()}, episodes=6, seed=7, progress=False)
-    assert [e.task_id for e in a] == [e.task_id for e in b]
+def test_seed_makes_rollouts_repeatable(tiny_policy):
+    def run(seed):
+        # a sampling model (temperature 1), fresh each time: its samples repeat with its seed
+        episodes = boltzoo.rollout(
+            "math-v0",
+            {"solver": tiny_policy(seed=0, max_new_tokens=6)},
+            episodes=6,
+            seed=seed,
+            progress=False,
+            max_turns=1,
+        )
+        return [e.task_id for e in episodes], [
+            e.steps[0].action.response_token_ids for e in episodes
+        ]
+
+    tasks, samples = run(7)
+    assert run(7) == (tasks, samples)
+    other_tasks, _ = run(8)
+    assert other_tasks != tasks  # the seed draws the tasks
 
 
 def test_failing_policy_or_bad_action_marks_only_its_episodes_failed():

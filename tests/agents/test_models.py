@@ -5,6 +5,7 @@ from __future__ import annotations
 from importlib import metadata
 
 import pytest
+import torch
 
 import boltzoo
 from boltzoo.agents import models
@@ -55,6 +56,18 @@ def test_smollm2_converts_once_and_writes_a_math_answer():
     for episode in episodes:
         completion = episode.steps[0].action
         assert completion.model == "smollm2-135m" and completion.has_tokens
-        # Greedy decoding: every recorded token was the model's most likely one.
-        assert all(lp > -5 for lp in completion.logprobs)
-        assert len(completion.text) > 10  # a real model writes words, not noise
+        # Greedy decoding: every recorded token was the model's most likely one, and its
+        # logprob is the model's (one forward pass over prompt and response)
+        ids = completion.prompt_token_ids + completion.response_token_ids
+        with torch.no_grad():
+            logits = policy.model(torch.tensor([ids])).logits[0].float()
+        start = len(completion.prompt_token_ids)
+        predicted = logits[start - 1 : len(ids) - 1]
+        assert predicted.argmax(-1).tolist() == completion.response_token_ids
+        expected = torch.log_softmax(predicted, -1).gather(
+            -1, torch.tensor(completion.response_token_ids)[:, None]
+        )[:, 0]
+        assert completion.logprobs == pytest.approx(expected.tolist(), abs=1e-3)
+        # a real model writes words: the text is its tokens decoded, several words long
+        decoded = policy.tokenizer.decode(completion.response_token_ids, skip_special_tokens=True)
+        assert completion.text == decoded and len(completion.text.split()) >= 3

@@ -78,10 +78,11 @@ def test_same_seed_samples_the_same_tokens_and_another_seed_does_not(tiny_policy
 
 
 def test_max_new_tokens_bounds_the_response(tiny_policy):
-    for completion in tiny_policy(max_new_tokens=5).generate(CHATS):
-        assert len(completion.response_token_ids) <= 5
-        if len(completion.response_token_ids) == 5:
-            assert completion.finish_reason in ("length", "stop")
+    policy = tiny_policy(max_new_tokens=5)
+    policy.eos_token_ids = set()  # nothing ends a response early: each runs to the bound
+    for completion in policy.generate(CHATS):
+        assert len(completion.response_token_ids) == 5 == len(completion.logprobs)
+        assert completion.finish_reason == "length"
 
 
 def test_stop_string_ends_the_response_and_is_cut_from_the_text(tiny_policy, smollm2_tokenizer):
@@ -113,7 +114,9 @@ def test_batches_are_split_at_max_batch_size_and_rows_keep_their_order(tiny_poli
     split = tiny_policy(seed=1, temperature=0.0, max_batch_size=2).generate(CHATS * 2)
     for a, b in zip(whole, split, strict=True):
         assert a.prompt_token_ids == b.prompt_token_ids
-        assert len(a.response_token_ids) > 0 and len(b.response_token_ids) > 0
+        # greedy: each row's answer is its own, whatever rows shared its batch
+        assert a.response_token_ids == b.response_token_ids and a.text == b.text
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
 
 
 def test_prompt_over_the_limit_is_a_clear_error(tiny_policy):

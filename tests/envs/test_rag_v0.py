@@ -130,5 +130,15 @@ def test_observations_never_hold_the_gold_answer():
     for index in range(30):
         env.reset(options={"task_index": index})
         task = env.unwrapped.current_task
-        assert task.question in env.observe("answerer")["messages"][-1]["content"]
-        assert task.question not in env.observe("answerer")["messages"][0]["content"]
+        messages = env.observe("answerer")["messages"]
+        assert task.question in messages[-1]["content"]
+        assert task.question not in messages[0]["content"]
+        # the answer may stand in a retrieved passage (that is the evidence), never anywhere
+        # else: not in the instructions, the question or any line the env writes itself
+        text = "\n".join(m["content"] for m in messages)
+        assert "Passages:" in text and "Question:" in text
+        evidence = text.split("Passages:", 1)[1].rsplit("Question:", 1)[0]
+        rest = text.replace(evidence, "").lower()
+        assert task.question.lower() in rest
+        for answer in [task.answer, *task.aliases]:
+            assert answer.lower() not in rest, (index, answer)

@@ -11,34 +11,27 @@ pytest.importorskip("autogen_agentchat")
 
 from boltzoo.agents.frameworks import AutoGenPolicy  # noqa: E402
 from boltzoo.agents.models import tiny_model  # noqa: E402
-from boltzoo.lightningrl.config import TrainerConfig  # noqa: E402
 from boltzoo.lightningrl.rollout import rollout  # noqa: E402
 from boltzoo.lightningrl.trainer import Trainer  # noqa: E402
 from boltzoo.lightningrl.transitions import flatten  # noqa: E402
 
 
-def framework_trainer(tmp_path, tokenizer, **overrides):
-    values = dict(
+def framework_trainer(trainer_config, tmp_path, tokenizer, **overrides):
+    config = trainer_config(
+        tmp_path,
         env="math-v0",
         env_kwargs={"max_turns": 1},
-        model="tiny",
         framework="autogen",
-        output_dir=str(tmp_path / "run"),
-        steps=1,
-        tasks_per_step=2,
-        group_size=2,
-        max_new_tokens=8,
-        lr=1e-2,
         lora_r=4,
-        save_every=0,
-        progress=False,
+        **overrides,
     )
-    config = TrainerConfig(**(values | overrides))
     return Trainer(config, model=tiny_model(len(tokenizer)), tokenizer=tokenizer)
 
 
-def test_an_autogen_agent_learns_from_the_calls_the_gateway_recorded(tmp_path, smollm2_tokenizer):
-    with framework_trainer(tmp_path, smollm2_tokenizer) as trainer:
+def test_an_autogen_agent_learns_from_the_calls_the_gateway_recorded(
+    tmp_path, smollm2_tokenizer, trainer_config
+):
+    with framework_trainer(trainer_config, tmp_path, smollm2_tokenizer) as trainer:
         solver = trainer.policies()["solver"]
         assert isinstance(solver, AutoGenPolicy)
         gateway = trainer.gateways["policy"]
@@ -84,26 +77,29 @@ def test_an_autogen_agent_learns_from_the_calls_the_gateway_recorded(tmp_path, s
     assert not trainer.gateways  # closed on leaving
 
 
-def test_a_framework_training_step_and_evaluation_run_end_to_end(tmp_path, smollm2_tokenizer):
-    with framework_trainer(tmp_path, smollm2_tokenizer) as trainer:
+def test_a_framework_training_step_and_evaluation_run_end_to_end(
+    tmp_path, smollm2_tokenizer, trainer_config
+):
+    with framework_trainer(trainer_config, tmp_path, smollm2_tokenizer) as trainer:
         metrics = trainer.train_step()
         assert metrics["episodes"] == 4 and metrics["failed_episodes"] == 0
         assert metrics["transitions"] >= 4  # at least one LLM call per episode
         assert trainer.gateways["policy"].calls() == []  # every recorded call was taken
-        assert set(trainer.evaluate()) == {
-            "eval_success_rate",
-            "eval_score",
-            "eval_return",
-            "eval_failed",
-        }
+        served = len(trainer.gateways["policy"].batch_sizes)
+        first = trainer.evaluate()
+        # the evaluation's agents called the model through the gateway, greedily: a second
+        # evaluation of the same tasks plays the same episodes
+        assert len(trainer.gateways["policy"].batch_sizes) > served
+        assert first == trainer.evaluate()
+        assert first["eval_failed"] == 0 and 0 <= first["eval_success_rate"] <= 1
 
 
-def test_agent_builders_need_a_framework_and_trained_agents(tmp_path, smollm2_tokenizer):
+def test_agent_builders_need_a_framework_and_trained_agents(
+    tmp_path, smollm2_tokenizer, trainer_config
+):
     def make(**config):
         return Trainer(
-            TrainerConfig(
-                env="math-v0", model="tiny", output_dir=str(tmp_path), progress=False, **config
-            ),
+            trainer_config(tmp_path, env="math-v0", env_kwargs={}, **config),
             model=tiny_model(len(smollm2_tokenizer)),
             tokenizer=smollm2_tokenizer,
             agent_builders={"verifier": lambda client, tools: None},

@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from boltzoo.agents.models import tiny_model
-from boltzoo.lightningrl.config import TrainerConfig
 from boltzoo.lightningrl.sequences import pack_calls
 from boltzoo.lightningrl.trainer import Trainer, micro_batches
 from boltzoo.lightningrl.transitions import Transition, flatten
@@ -19,26 +18,26 @@ AGENTS = ("searcher", "answerer")
 ENV_KWARGS = {"retriever": "bm25", "max_searches": 1, "k": 2}
 
 
-def team_trainer(tmp_path, tokenizer, **overrides):
-    """A tiny model on rag-v0 with searcher and answerer, both trained, LoRA r=4."""
-    values = dict(
-        env="rag-v0",
-        env_kwargs=ENV_KWARGS,
-        model="tiny",
-        output_dir=str(tmp_path / "run"),
-        steps=1,
-        tasks_per_step=2,
-        group_size=2,
-        max_new_tokens=6,
-        lr=1e-2,
-        lora_r=4,
-        lora_alpha=8,
-        policy_map={"searcher": "searcher", "answerer": "answerer"},
-        save_every=0,
-        progress=False,
-    )
-    config = TrainerConfig(**(values | overrides))
-    return Trainer(config, model=tiny_model(len(tokenizer)), tokenizer=tokenizer)
+@pytest.fixture
+def team_trainer(trainer_config, smollm2_tokenizer):
+    """``team_trainer(folder, **overrides)``: a Trainer of a tiny model on rag-v0 with searcher
+    and answerer, both trained, LoRA r=4."""
+
+    def make(folder, **overrides):
+        values = dict(
+            env="rag-v0",
+            env_kwargs=ENV_KWARGS,
+            max_new_tokens=6,
+            lora_r=4,
+            lora_alpha=8,
+            policy_map={"searcher": "searcher", "answerer": "answerer"},
+        )
+        config = trainer_config(folder, **(values | overrides))
+        return Trainer(
+            config, model=tiny_model(len(smollm2_tokenizer)), tokenizer=smollm2_tokenizer
+        )
+
+    return make
 
 
 def team_transitions(trainer) -> list[Transition]:
@@ -74,8 +73,10 @@ def adapter_keys(state, name):
     return [k for k in state if f".lora_A.{name}." in k or f".lora_B.{name}." in k]
 
 
-def test_each_agent_samples_with_its_own_adapter_on_one_base(tmp_path, smollm2_tokenizer):
-    trainer = team_trainer(tmp_path, smollm2_tokenizer)
+def test_each_agent_samples_with_its_own_adapter_on_one_base(
+    tmp_path, smollm2_tokenizer, team_trainer
+):
+    trainer = team_trainer(tmp_path)
     policies = trainer.policies()
     assert policies["searcher"].adapter == "searcher" and policies["answerer"].adapter == "answerer"
     assert policies["searcher"].model is policies["answerer"].model is trainer.model  # one base
@@ -85,10 +86,10 @@ def test_each_agent_samples_with_its_own_adapter_on_one_base(tmp_path, smollm2_t
 
 
 def test_separate_adapters_learn_only_from_their_own_agents_transitions(
-    tmp_path, smollm2_tokenizer
+    tmp_path, smollm2_tokenizer, team_trainer
 ):
-    both = team_trainer(tmp_path / "both", smollm2_tokenizer)
-    searcher_only = team_trainer(tmp_path / "searcher", smollm2_tokenizer)
+    both = team_trainer(tmp_path / "both")
+    searcher_only = team_trainer(tmp_path / "searcher")
     transitions = team_transitions(both)
     initial = snapshot(both.model)
     assert all(torch.equal(initial[k], v) for k, v in snapshot(searcher_only.model).items())
@@ -112,8 +113,8 @@ def test_separate_adapters_learn_only_from_their_own_agents_transitions(
     assert all(torch.equal(after_both[k], initial[k]) for k in base_keys)
 
 
-def test_a_shared_adapter_learns_from_every_agent(tmp_path, smollm2_tokenizer):
-    trainer = team_trainer(tmp_path, smollm2_tokenizer, policy_map={})
+def test_a_shared_adapter_learns_from_every_agent(tmp_path, smollm2_tokenizer, team_trainer):
+    trainer = team_trainer(tmp_path, policy_map={})
     assert trainer.policy_names == ["policy"]
     assert trainer.policies()["searcher"] is trainer.policies()["answerer"]
     transitions = [t for t in team_transitions(trainer) if t.agent == "answerer"]
@@ -123,8 +124,8 @@ def test_a_shared_adapter_learns_from_every_agent(tmp_path, smollm2_tokenizer):
     assert any(not torch.equal(after[k], initial[k]) for k in adapter_keys(initial, "policy"))
 
 
-def test_agents_with_their_own_full_models(tmp_path, smollm2_tokenizer):
-    trainer = team_trainer(tmp_path, smollm2_tokenizer, lora_r=0)
+def test_agents_with_their_own_full_models(tmp_path, smollm2_tokenizer, team_trainer):
+    trainer = team_trainer(tmp_path, lora_r=0)
     searcher, answerer = trainer.models["searcher"], trainer.models["answerer"]
     assert searcher is not answerer
     initial_answerer = snapshot(answerer)
@@ -133,8 +134,10 @@ def test_agents_with_their_own_full_models(tmp_path, smollm2_tokenizer):
     assert any(not torch.equal(v, initial_answerer[k]) for k, v in snapshot(searcher).items())
 
 
-def test_untrained_agents_act_with_the_base_and_it_stays_bit_identical(tmp_path, smollm2_tokenizer):
-    trainer = team_trainer(tmp_path, smollm2_tokenizer, train_agents=["searcher"], policy_map={})
+def test_untrained_agents_act_with_the_base_and_it_stays_bit_identical(
+    tmp_path, smollm2_tokenizer, team_trainer
+):
+    trainer = team_trainer(tmp_path, train_agents=["searcher"], policy_map={})
     frozen = trainer.policies()["answerer"]
     assert frozen is trainer.frozen_policy and frozen.adapter is None  # adapters switched off
     base_before = {k: v for k, v in snapshot(trainer.model).items() if ".lora_" not in k}
@@ -151,10 +154,10 @@ def test_untrained_agents_act_with_the_base_and_it_stays_bit_identical(tmp_path,
     assert after.logprobs == before.logprobs
 
 
-def test_a_bf16_sampling_copy_is_synced_after_every_update(tmp_path, smollm2_tokenizer):
-    trainer = team_trainer(
-        tmp_path, smollm2_tokenizer, sampler="copy", sampler_precision="bf16", steps=2
-    )
+def test_a_bf16_sampling_copy_is_synced_after_every_update(
+    tmp_path, smollm2_tokenizer, team_trainer
+):
+    trainer = team_trainer(tmp_path, sampler="copy", sampler_precision="bf16", steps=2)
     searcher = trainer.samplers["searcher"]
     assert searcher.model is not trainer.model and searcher.adapter is None
     assert next(searcher.model.parameters()).dtype == torch.bfloat16
@@ -172,11 +175,13 @@ def test_a_bf16_sampling_copy_is_synced_after_every_update(tmp_path, smollm2_tok
     assert any(not torch.equal(x, y) for x, y in zip(a.parameters(), b.parameters(), strict=True))
 
 
-def test_an_fp32_sampling_copy_reproduces_the_learners_logprobs(tmp_path, smollm2_tokenizer):
+def test_an_fp32_sampling_copy_reproduces_the_learners_logprobs(
+    tmp_path, smollm2_tokenizer, team_trainer
+):
     from boltzoo.lightningrl.rollout import rollout
     from boltzoo.lightningrl.trainer import response_logprobs
 
-    trainer = team_trainer(tmp_path, smollm2_tokenizer, sampler="copy", policy_map={})
+    trainer = team_trainer(tmp_path, sampler="copy", policy_map={})
     trainer.update(team_transitions(trainer))
     trainer.step += 1
     trainer.sampling.sync(["policy"], trainer.step)
@@ -212,12 +217,13 @@ def test_micro_batches_by_episode_keep_an_episodes_calls_together():
     assert sum(len(b) for b in buckets) == 4
 
 
-def test_episode_aggregation_does_not_depend_on_the_micro_batch_size(tmp_path, smollm2_tokenizer):
+def test_episode_aggregation_does_not_depend_on_the_micro_batch_size(
+    tmp_path, smollm2_tokenizer, team_trainer
+):
     results = []
     for budget in (64, 100_000):
         trainer = team_trainer(
             tmp_path / str(budget),
-            smollm2_tokenizer,
             policy_map={},
             aggregation="episode",
             micro_batch_tokens=budget,
@@ -230,10 +236,10 @@ def test_episode_aggregation_does_not_depend_on_the_micro_batch_size(tmp_path, s
         torch.testing.assert_close(small[k], whole[k], rtol=1e-5, atol=1e-6)
 
 
-def test_tensorboard_gets_every_metric(tmp_path, smollm2_tokenizer):
+def test_tensorboard_gets_every_metric(tmp_path, smollm2_tokenizer, team_trainer):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    trainer = team_trainer(tmp_path, smollm2_tokenizer, tensorboard=True, steps=2)
+    trainer = team_trainer(tmp_path, tensorboard=True, steps=2)
     history = trainer.train()
     events = EventAccumulator(str(tmp_path / "run" / "tensorboard"))
     events.Reload()
@@ -243,19 +249,19 @@ def test_tensorboard_gets_every_metric(tmp_path, smollm2_tokenizer):
     assert rewards == pytest.approx([m["reward"] for m in history])
 
 
-def test_lora_runs_resume_bit_for_bit(tmp_path, smollm2_tokenizer):
-    straight = team_trainer(tmp_path / "a", smollm2_tokenizer, steps=2, save_every=1)
+def test_lora_runs_resume_bit_for_bit(tmp_path, smollm2_tokenizer, team_trainer):
+    straight = team_trainer(tmp_path / "a", steps=2, save_every=1)
     straight.train()
-    first = team_trainer(tmp_path / "b", smollm2_tokenizer, steps=1, save_every=1)
+    first = team_trainer(tmp_path / "b", steps=1, save_every=1)
     first.train()
-    resumed = team_trainer(tmp_path / "b", smollm2_tokenizer, steps=2, save_every=1)
+    resumed = team_trainer(tmp_path / "b", steps=2, save_every=1)
     assert resumed.resume() and resumed.step == 1
     resumed.train()
     a, b = snapshot(straight.model), snapshot(resumed.model)
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
-def test_export_merges_each_agents_adapter(tmp_path, smollm2_tokenizer):
+def test_export_merges_each_agents_adapter(tmp_path, smollm2_tokenizer, trainer_config):
     from transformers import AutoModelForCausalLM
 
     from boltzoo.agents.models import load_model
@@ -265,19 +271,14 @@ def test_export_merges_each_agents_adapter(tmp_path, smollm2_tokenizer):
     tiny_model(len(smollm2_tokenizer)).save_pretrained(base)
     smollm2_tokenizer.save_pretrained(base)
     model, tokenizer = load_model(base, device="cpu")
-    config = TrainerConfig(
+    config = trainer_config(
+        tmp_path,
         env="rag-v0",
         env_kwargs=ENV_KWARGS,
         model=str(base),
-        output_dir=str(tmp_path / "run"),
-        steps=1,
-        tasks_per_step=2,
-        group_size=2,
         max_new_tokens=6,
         lora_r=4,
         policy_map={"searcher": "searcher", "answerer": "answerer"},
-        save_every=0,
-        progress=False,
     )
     trainer = Trainer(config, model=model.float(), tokenizer=tokenizer)
     trainer.update(team_transitions(trainer))  # move both adapters off their no-op start
@@ -297,11 +298,9 @@ def test_export_merges_each_agents_adapter(tmp_path, smollm2_tokenizer):
 
 @pytest.mark.parametrize("aggregation", ["token", "sequence", "episode"])
 def test_calls_with_zero_advantage_are_skipped_without_changing_the_gradient(
-    tmp_path, smollm2_tokenizer, aggregation
+    tmp_path, smollm2_tokenizer, aggregation, team_trainer
 ):
-    trainer = team_trainer(
-        tmp_path, smollm2_tokenizer, policy_map={}, lora_r=0, aggregation=aggregation
-    )
+    trainer = team_trainer(tmp_path, policy_map={}, lora_r=0, aggregation=aggregation)
     transitions = team_transitions(trainer)
     for t in transitions[::2]:
         t.advantage = 0.0

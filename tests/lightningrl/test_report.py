@@ -99,30 +99,23 @@ def test_plot_through_the_cli_prints_the_paths(tmp_path, capsys):
 
 
 @pytest.fixture
-def trained_run(tmp_path, smollm2_tokenizer):
+def trained_run(tmp_path, smollm2_tokenizer, trainer_config):
     """A one-step run of a tiny model saved as a base folder; returns (run, base, trainer)."""
     from boltzoo.agents.models import load_model, tiny_model
-    from boltzoo.lightningrl.config import TrainerConfig
     from boltzoo.lightningrl.trainer import Trainer
 
     base = tmp_path / "base"
     tiny_model(len(smollm2_tokenizer), seed=0).save_pretrained(base)
     smollm2_tokenizer.save_pretrained(base)
     model, tokenizer = load_model(base, device="cpu")
-    config = TrainerConfig(
-        env="tokens-v0",
+    config = trainer_config(
+        tmp_path,
         # Half the vocabulary is rewarded, so rewards differ within a group of two four-token
         # replies and the single step moves the weights (with 3,000 of 49,152 all score 0).
         env_kwargs={"vocab_size": len(smollm2_tokenizer), "target_size": 24000},
         model=str(base),
-        output_dir=str(tmp_path / "run"),
-        steps=1,
-        tasks_per_step=2,
-        group_size=2,
         max_new_tokens=4,
-        lr=1e-2,
         save_every=1,
-        progress=False,
         device="cpu",
     )
     trainer = Trainer(config, model=model.float(), tokenizer=tokenizer)

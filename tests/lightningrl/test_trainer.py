@@ -11,7 +11,6 @@ import torch
 
 from boltzoo.agents.models import tiny_model
 from boltzoo.lightningrl import checkpoint as checkpoint_module
-from boltzoo.lightningrl.config import TrainerConfig
 from boltzoo.lightningrl.rollout import evaluation_tasks
 from boltzoo.lightningrl.trainer import Trainer, micro_batches
 
@@ -34,21 +33,14 @@ def test_tiny_model_learns_to_write_target_tokens(tmp_path, smollm2_tokenizer, t
     assert trainer.policy.version == 8
 
 
-def test_untrained_agents_keep_bit_identical_weights(tmp_path, smollm2_tokenizer):
-    config = TrainerConfig(
+def test_untrained_agents_keep_bit_identical_weights(tmp_path, smollm2_tokenizer, trainer_config):
+    config = trainer_config(
+        tmp_path,
         env="sql-v0",
         env_kwargs={"split": "test"},
-        model="tiny",
-        output_dir=str(tmp_path / "run"),
         train_agents=["writer"],
         steps=2,
-        tasks_per_step=2,
-        group_size=2,
-        max_new_tokens=8,
-        lr=1e-2,
         entropy_coef=0.1,
-        save_every=0,
-        progress=False,
     )
     model = tiny_model(len(smollm2_tokenizer))
     before = weights(model)
