@@ -10,12 +10,16 @@ turns. Two patterns, each alternating direct and gateway:
   logprobs in the response); the overhead is the difference of the median latencies;
 * all at once: ``policy.generate(chats)`` as one batch against ``--requests`` concurrent HTTP
   clients, which the gateway batches; the overhead per call is the wall-time difference divided
-  by the number of calls.
+  by the number of calls;
+* streaming, one call at a time: the time to the first streamed token (``"stream": true``)
+  against the time to the whole answer without streaming (what a client waits before it can
+  show anything), on the same chats.
 """
 
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import statistics
 import time
@@ -36,6 +40,27 @@ def post(url: str, model: str, chat: list[dict], max_tokens: int) -> dict:
     )
     with urllib.request.urlopen(request, timeout=600) as response:
         return json.load(response)
+
+
+def stream_times(url: str, model: str, chat: list[dict], max_tokens: int) -> tuple[float, float]:
+    """Return (ms to the first streamed content, ms to the end of the stream) of one request."""
+    host, port = url.split("//")[1].split("/")[0].split(":")
+    body = {"model": model, "messages": chat, "max_tokens": max_tokens, "stream": True}
+    connection = http.client.HTTPConnection(host, int(port), timeout=600)
+    started = time.perf_counter()
+    connection.request("POST", "/v1/chat/completions", json.dumps(body))
+    response = connection.getresponse()
+    first = None
+    while True:
+        line = response.readline().decode()
+        if not line or line.startswith("data: [DONE]"):
+            break
+        if first is None and line.startswith("data: {"):
+            if json.loads(line[6:])["choices"][0]["delta"].get("content"):
+                first = time.perf_counter()
+    ended = time.perf_counter()
+    connection.close()
+    return 1000 * ((first or ended) - started), 1000 * (ended - started)
 
 
 def main() -> None:
@@ -84,6 +109,13 @@ def main() -> None:
             gateway_s.append(time.perf_counter() - started)
             batch_sizes.extend(gateway.batch_sizes[before:])
 
+        # --- streaming, one call at a time
+        first_ms, stream_total_ms = [], []
+        for chat in chats:
+            first, total = stream_times(url, gateway.model_name, chat, args.max_new_tokens)
+            first_ms.append(first)
+            stream_total_ms.append(total)
+
     sequential_overhead = statistics.median(gateway_ms) - statistics.median(direct_ms)
     concurrent_overhead = (
         1000 * (statistics.median(gateway_s) - statistics.median(direct_s)) / len(chats)
@@ -105,12 +137,26 @@ def main() -> None:
             "gateway_mean_batch_size": statistics.mean(batch_sizes),
         },
     ]
+    streaming = {
+        "pattern": "streaming, one call at a time",
+        "first_token_ms": statistics.median(first_ms),
+        "stream_end_ms": statistics.median(stream_total_ms),
+        "answer_without_streaming_ms": statistics.median(gateway_ms),
+        "first_token_ratio": statistics.median(first_ms) / statistics.median(gateway_ms),
+    }
     for row in rows:
         print(
             f"{row['pattern']}: direct {row['direct_ms_per_call']:.1f} ms/call, gateway "
             f"{row['gateway_ms_per_call']:.1f} ms/call, overhead {row['overhead_ms_per_call']:.1f} "
             f"ms/call (throughput ratio {row['ratio']:.3f})"
         )
+    print(
+        f"streaming: first token after {streaming['first_token_ms']:.1f} ms, end after "
+        f"{streaming['stream_end_ms']:.1f} ms; without streaming the answer comes after "
+        f"{streaming['answer_without_streaming_ms']:.1f} ms (first token at "
+        f"{streaming['first_token_ratio']:.2f} of that)"
+    )
+    rows.append(streaming)
     if args.out:
         write_record(args.out, rows, model=args.model, max_new_tokens=args.max_new_tokens)
 

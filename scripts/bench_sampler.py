@@ -1,0 +1,92 @@
+"""Sampling speed of the copy sampler in bf16 against fp32, on the same chats.
+
+    python scripts/bench_sampler.py [--model smollm2-135m] [--chats 32] [--max-new-tokens 48]
+        [--repeats 3] [--out FILE]
+
+Two TransformersPolicy copies of one model, fp32 and bf16 (what ``sampler="copy"`` builds with
+``sampler_precision``), sample the same math-v0 solver chats as one batch (temperature 1, a
+fixed seed), alternating, ``--repeats`` times each. Reported: new tokens per second of each and
+their ratio, and how many of the greedy answers agree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+import boltzoo
+from benchlib import write_record
+from boltzoo.agents.models import load_model
+from boltzoo.agents.transformers_policy import TransformersPolicy
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--chats", type=int, default=32)
+    parser.add_argument("--max-new-tokens", type=int, default=48)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+
+    model, tokenizer = load_model(args.model, device="cpu")
+    env = boltzoo.make("math-v0", split="test", max_turns=1)
+    chats = []
+    for task in range(args.chats):
+        env.reset(options={"task_index": task})
+        chats.append(env.observe("solver")["messages"])
+    policies = {
+        name: TransformersPolicy(
+            model.to(dtype).eval() if name == "fp32" else _copy(model, dtype),
+            tokenizer,
+            name=name,
+            seed=0,
+            max_new_tokens=args.max_new_tokens,
+        )
+        for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16))
+    }
+    for policy in policies.values():
+        policy.generate(chats[:2])  # warm-up
+    speed: dict[str, list[float]] = {name: [] for name in policies}
+    for _ in range(args.repeats):
+        for name, policy in policies.items():
+            started = time.perf_counter()
+            completions = policy.generate(chats)
+            elapsed = time.perf_counter() - started
+            speed[name].append(sum(len(c.response_token_ids) for c in completions) / elapsed)
+    greedy = {}
+    for name, policy in policies.items():
+        policy.sampling = policy.sampling.__class__(args.max_new_tokens, 0.0)
+        greedy[name] = [c.text for c in policy.generate(chats)]
+    agree = sum(a == b for a, b in zip(greedy["fp32"], greedy["bf16"], strict=True))
+    row = {
+        "fp32_tokens_per_second": statistics.median(speed["fp32"]),
+        "bf16_tokens_per_second": statistics.median(speed["bf16"]),
+        "ratio_bf16_over_fp32": statistics.median(speed["bf16"]) / statistics.median(speed["fp32"]),
+        "greedy_answers_equal": agree,
+        "chats": len(chats),
+        "threads": torch.get_num_threads(),
+    }
+    print(
+        f"fp32 {row['fp32_tokens_per_second']:.0f} tokens/s, bf16 "
+        f"{row['bf16_tokens_per_second']:.0f} tokens/s (ratio {row['ratio_bf16_over_fp32']:.2f}); "
+        f"greedy answers equal: {agree}/{len(chats)}"
+    )
+    if args.out:
+        write_record(args.out, [row], model=args.model, max_new_tokens=args.max_new_tokens)
+
+
+def _copy(model: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:
+    from transformers import AutoModelForCausalLM
+
+    copy = AutoModelForCausalLM.from_config(model.config, dtype=dtype)
+    copy.load_state_dict(model.state_dict())
+    return copy.eval()
+
+
+if __name__ == "__main__":
+    main()
