@@ -27,6 +27,7 @@ from typing import Any
 
 from boltzoo.agents.scripted import SCRIPTED_POLICIES
 from boltzoo.episode import Episode
+from boltzoo.lightningrl.config import TrainerConfig, choices
 from boltzoo.registration import make, registered_envs, resolve_env_id
 from boltzoo.rollout import evaluation_tasks, rollout
 from boltzoo.tracing import configure_from_env
@@ -68,7 +69,8 @@ def summarize(episodes: Sequence[Episode]) -> dict[str, float]:
     }
 
 
-FRAMEWORK_POLICIES = ("autogen", "openai-agents")
+# the frameworks whose bundled agents --policy plays (TrainerConfig.framework's list)
+FRAMEWORK_POLICIES = tuple(v for v in choices(TrainerConfig)["framework"] if v is not None)
 
 
 def _load_model_policy(args: argparse.Namespace, model: str) -> Any:
@@ -199,8 +201,6 @@ def _config_flags(parser: argparse.ArgumentParser, config_class: type) -> None:
     ``env`` and ``model`` are the command's own arguments."""
     import dataclasses
 
-    from boltzoo.lightningrl.config import choices
-
     allowed = choices(config_class)
     for f in dataclasses.fields(config_class):
         if f.name in ("env", "model"):
@@ -269,7 +269,6 @@ def _print_held_out(run_dir: str) -> None:
 def cmd_train(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from boltzoo.lightningrl.config import TrainerConfig
     from boltzoo.lightningrl.trainer import Trainer
 
     given = _given_config(args, TrainerConfig)
@@ -390,7 +389,7 @@ def _play_arguments(parser: argparse.ArgumentParser, split: str) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """Return the ``boltzoo`` argument parser."""
-    from boltzoo.lightningrl.config import SFTConfig, TrainerConfig
+    from boltzoo.lightningrl.config import SFTConfig
 
     parser = argparse.ArgumentParser(
         prog="boltzoo",

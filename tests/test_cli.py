@@ -92,7 +92,7 @@ def test_serve_answers_chat_completions_over_http(tmp_path, smollm2_tokenizer):
             server.wait(timeout=30)
 
 
-@pytest.mark.parametrize("framework", ["autogen", "openai-agents"])
+@pytest.mark.parametrize("framework", ["autogen", "openai-agents", "langgraph"])
 def test_eval_runs_the_bundled_framework_agents_through_the_gateway(
     tmp_path, smollm2_tokenizer, capsys, framework
 ):

@@ -72,5 +72,39 @@ def openai_agents_assistant(env_id: str, agent: str) -> Callable[[Any, list[Any]
     return build
 
 
+def langgraph_react_agent(env_id: str, agent: str) -> Callable[[Any, list[Any]], Any]:
+    """Return ``(model, tools) -> graph``: a LangGraph ``StateGraph`` that loops model -> tools
+    until the model answers without a tool call (the ReAct pattern), for ``agent`` of
+    ``env_id``."""
+    from langchain_core.messages import SystemMessage
+    from langgraph.graph import END, START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode, tools_condition
+
+    def build(model: Any, tools: list[Any]) -> Any:
+        bound = model.bind_tools(tools) if tools else model
+        system = SystemMessage(instructions(env_id, agent))
+
+        async def call_model(state: MessagesState) -> dict[str, Any]:
+            return {"messages": [await bound.ainvoke([system, *state["messages"]])]}
+
+        graph = StateGraph(MessagesState)
+        graph.add_node("model", call_model)
+        graph.add_edge(START, "model")
+        if tools:
+            graph.add_node("tools", ToolNode(tools))
+            graph.add_conditional_edges("model", tools_condition)
+            graph.add_edge("tools", "model")
+        else:
+            graph.add_edge("model", END)
+        return graph.compile(name=agent)
+
+    build.__name__ = f"langgraph_{agent}"
+    return build
+
+
 # framework name -> the bundled agent builder, ``(env_id, agent) -> build_agent``
-EXAMPLES = {"autogen": autogen_assistant, "openai-agents": openai_agents_assistant}
+EXAMPLES = {
+    "autogen": autogen_assistant,
+    "openai-agents": openai_agents_assistant,
+    "langgraph": langgraph_react_agent,
+}

@@ -1,4 +1,5 @@
-"""AutoGen and OpenAI Agents SDK agents as env policies, with almost no change to the agent.
+"""AutoGen, OpenAI Agents SDK and LangGraph agents as env policies, with almost no change to the
+agent.
 
 You write the agent as you normally would, as a function of the model and the tools::
 
@@ -226,8 +227,72 @@ class OpenAIAgentsPolicy(_FrameworkPolicy):
         return str(result.final_output)
 
 
+class LangGraphPolicy(_FrameworkPolicy):
+    """A LangGraph graph (or any LangChain runnable over ``{"messages": [...]}``) as a policy:
+    one graph plays one agent of the env's team.
+
+    Args:
+        build_agent: ``(model, tools) -> graph``; ``model`` is a ``langchain_openai.ChatOpenAI``
+            pointing at the gateway, ``tools`` the env's tools as LangChain ``StructuredTool``s.
+            The graph is invoked with the task as its one user message; the content of the
+            last message it returns is the action.
+        gateway: the gateway (started) in front of the model that trains.
+        recursion_limit: LangGraph's limit on graph steps per run.
+    """
+
+    framework = "langgraph"
+
+    def __init__(
+        self,
+        build_agent: Callable[..., Any],
+        gateway: Gateway,
+        max_concurrency: int = 64,
+        recursion_limit: int = 12,
+    ):
+        super().__init__(build_agent, gateway, max_concurrency)
+        self.recursion_limit = recursion_limit
+
+    async def _run(self, url: str, specs: list[ToolSpec], turn: Turn, task: str) -> str:
+        try:
+            from langchain_core.tools import StructuredTool
+            from langchain_openai import ChatOpenAI
+        except ImportError:
+            raise MissingDependencyError(
+                f"LangGraphPolicy needs langchain-openai and langgraph: {_AGENTS_EXTRA}"
+            ) from None
+        model = ChatOpenAI(
+            model=self.gateway.model_name,
+            base_url=url,
+            api_key=self.gateway.api_key or "boltzoo",
+            max_retries=0,  # a refused call is an answer to learn from, not to repeat
+        )
+
+        def tool(spec: ToolSpec) -> Any:
+            def invoke(**arguments: Any) -> str:
+                return turn.env.call_tool(turn.agent, spec.name, arguments)
+
+            return StructuredTool.from_function(
+                func=invoke,
+                name=spec.name,
+                description=spec.description,
+                args_schema=spec.parameters,  # a JSON schema
+            )
+
+        graph = self.build_agent(model, [tool(spec) for spec in specs])
+        result = await graph.ainvoke(
+            {"messages": [{"role": "user", "content": task}]},
+            config={"recursion_limit": self.recursion_limit},
+        )
+        final = result["messages"][-1] if isinstance(result, dict) else result
+        content = getattr(final, "content", final)
+        if isinstance(content, list):  # content parts: keep the text ones
+            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        return str(content)
+
+
 # framework name -> its policy class, ``(build_agent, gateway) -> policy``
 ADAPTERS: dict[str, type[_FrameworkPolicy]] = {
     "autogen": AutoGenPolicy,
     "openai-agents": OpenAIAgentsPolicy,
+    "langgraph": LangGraphPolicy,
 }

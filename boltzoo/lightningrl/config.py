@@ -64,10 +64,10 @@ class TrainerConfig:
         "every trained agent shares one policy named 'policy' (JSON on the command line)",
         default_factory=dict,
     )
-    framework: Literal["autogen", "openai-agents"] | None = _help(
-        "autogen | openai-agents: the trained agents act as agents of that framework (the "
-        "bundled example agents, or your own via Trainer(agent_builders=...)), calling the model "
-        "through a gateway over the sampler; LightningRL learns from the calls it recorded",
+    framework: Literal["autogen", "openai-agents", "langgraph"] | None = _help(
+        "autogen | openai-agents | langgraph: the trained agents act as agents of that framework "
+        "(the bundled example agents, or your own via Trainer(agent_builders=...)), calling the "
+        "model through a gateway over the sampler; LightningRL learns from the calls it recorded",
         default=None,
     )
     lora_r: int = _help(

@@ -91,6 +91,40 @@ def test_openai_agents_sdk_answerer_searches_the_env_index(smollm2_tokenizer):
             assert completion.model == "openai-agents:smol"
 
 
+def test_a_langgraph_react_agent_solves_sql_with_the_env_database(smollm2_tokenizer):
+    pytest.importorskip("langgraph")
+    from boltzoo.agents.examples import langgraph_react_agent
+    from boltzoo.agents.frameworks import LangGraphPolicy
+
+    current = {}
+
+    def model(turn):  # a scripted model: run the gold query with the tool, then answer with it
+        messages = turn.observation["messages"]
+        if messages[-1]["role"] != "tool":
+            return tool_call("execute_sql", query=current["query"])
+        assert messages[-1]["content"] and not messages[-1]["content"].startswith("error")
+        return f"```sql\n{current['query']}\n```"
+
+    env = boltzoo.make("sql-v0", split="test", agents=("writer",))
+    with Gateway(ScriptedPolicy(model, smollm2_tokenizer, name="smol")) as gateway:
+        policy = LangGraphPolicy(langgraph_react_agent("sql-v0", "writer"), gateway)
+        for index in range(3):
+            task = env.unwrapped.tasks[index]
+            current.update(query=task.gold_sql)
+            completion = play_one_turn(env, policy, "writer", index)
+            assert env.unwrapped.episode.success, completion.text
+            # the query ran in the env's sandbox (the tool call, then the answer's query)
+            assert env.infos["writer"]["queries"] == 2
+            assert env.infos["writer"]["query_errors"] == 0
+            assert len(completion.inner_calls) == 2
+            assert_inner_calls_decode(completion, smollm2_tokenizer)
+            # the second call's prompt holds the rows the env's database returned
+            second = smollm2_tokenizer.decode(completion.inner_calls[1].prompt_token_ids)
+            assert "<|im_start|>tool" in second or "Tool result" in second
+            assert completion.model == "langgraph:smol"
+        assert gateway.calls() == []
+
+
 def test_framework_policies_run_batches_concurrently_through_rollout(smollm2_tokenizer):
     def model(turn):
         return "\\boxed{0}"  # no tool call: one LLM call per turn

@@ -17,14 +17,8 @@ from boltzoo.lightningrl.transitions import flatten  # noqa: E402
 
 
 def framework_trainer(trainer_config, tmp_path, tokenizer, **overrides):
-    config = trainer_config(
-        tmp_path,
-        env="math-v0",
-        env_kwargs={"max_turns": 1},
-        framework="autogen",
-        lora_r=4,
-        **overrides,
-    )
+    values = dict(env="math-v0", env_kwargs={"max_turns": 1}, framework="autogen", lora_r=4)
+    config = trainer_config(tmp_path, **(values | overrides))
     return Trainer(config, model=tiny_model(len(tokenizer)), tokenizer=tokenizer)
 
 
@@ -109,3 +103,20 @@ def test_agent_builders_need_a_framework_and_trained_agents(
         make()
     with pytest.raises(ValueError, match="not trained"):  # math-v0's default team: the solver
         make(framework="autogen")
+
+
+def test_a_langgraph_agent_trains_from_the_calls_the_gateway_recorded(
+    tmp_path, smollm2_tokenizer, trainer_config
+):
+    pytest.importorskip("langgraph")
+    from boltzoo.agents.frameworks import LangGraphPolicy
+
+    with framework_trainer(
+        trainer_config, tmp_path, smollm2_tokenizer, framework="langgraph", temperature=1.0
+    ) as trainer:
+        assert isinstance(trainer.policies()["solver"], LangGraphPolicy)
+        metrics = trainer.train_step()
+        assert metrics["episodes"] == 4 and metrics["failed_episodes"] == 0
+        assert metrics["transitions"] >= 4  # every LLM call the graph made
+        assert metrics["stale_transitions"] == 0  # each with the sampler's tokens and version
+        assert trainer.gateways["policy"].calls() == []  # every recorded call was taken
