@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import threading
 import time
@@ -189,9 +190,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         request_timeout_s=args.request_timeout_s,
     ) as gateway:
         print(f"serving {gateway.model_name} at {gateway.base_url} (Ctrl-C stops)", flush=True)
-        try:
-            threading.Event().wait()
-        except KeyboardInterrupt:
+        # Ctrl-C and SIGTERM (docker stop, systemd) stop it cleanly; set here, as a process
+        # started in the background of a script inherits SIGINT ignored
+        stop = threading.Event()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda *_: stop.set())
+        while not stop.wait(timeout=0.5):
             pass
     return 0
 

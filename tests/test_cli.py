@@ -83,7 +83,7 @@ def test_serve_answers_chat_completions_over_http(tmp_path, smollm2_tokenizer):
             body = json.loads(response.read())
         assert 1 <= len(body["choices"][0]["token_ids"]) <= 4 and time.time() - started < 60
         server.send_signal(signal.SIGINT)  # Ctrl-C: a clean stop
-        assert server.wait(timeout=120) == 0  # (generous: a loaded machine starves it)
+        assert server.wait(timeout=60) == 0  # a clean stop takes about 2 s
         [record] = [json.loads(x) for x in (tmp_path / "calls.jsonl").read_text().splitlines()]
         assert record["completion"]["response_token_ids"] == body["choices"][0]["token_ids"]
     finally:
