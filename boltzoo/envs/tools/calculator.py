@@ -187,6 +187,14 @@ def calculate(expression: str, *, max_length: int = 500, time_limit_s: float = 0
         raise CalculatorError(f"expression too long ({len(expression)} chars, limit {max_length})")
     if not expression.strip():
         raise CalculatorError("empty expression")
+    # Parentheses deeper than the limit are refused before any token is made: a long hostile
+    # input then costs a scan of its characters, not a parse that a garbage collection in the
+    # middle could push past the time limit.
+    depth = 0
+    for char in expression:
+        depth += (char == "(") - (char == ")")
+        if depth > MAX_DEPTH:
+            raise CalculatorError(f"expression too deeply nested (limit {MAX_DEPTH})")
     deadline = _Deadline(time_limit_s)
     # The limits should make these impossible; they are turned into messages just in case.
     try:
