@@ -53,6 +53,7 @@ from typing import Any, Literal
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException
 
 from boltzoo.agents.base import Policy, Turn, as_policy
@@ -211,63 +212,52 @@ def parse_tool_calls(text: str) -> tuple[str, list[dict[str, Any]]]:
 # --- the request body ------------------------------------------------------------------------
 
 
-def _request_models() -> tuple[type, type]:
-    """Return the pydantic models of a chat completion request (built on first use, so that
-    importing this module needs no pydantic)."""
-    global _MODELS
-    if _MODELS is None:
-        from pydantic import BaseModel, ConfigDict, Field
-
-        class Message(BaseModel):
-            model_config = ConfigDict(extra="ignore", strict=True)
-            role: Literal["system", "developer", "user", "assistant", "tool"]
-            content: str | list[dict[str, Any]] | None = None
-            tool_calls: list[dict[str, Any]] | None = None
-            name: str | None = None
-            tool_call_id: str | None = None
-
-        class StreamOptions(BaseModel):
-            model_config = ConfigDict(extra="ignore", strict=True)
-            include_usage: bool = False
-
-        class ChatCompletionRequest(BaseModel):
-            model_config = ConfigDict(extra="ignore", strict=True)
-            model: str | None = None
-            messages: list[Message] = Field(min_length=1)
-            tools: list[dict[str, Any]] | None = None
-            stream: bool = False
-            stream_options: StreamOptions | None = None
-            # sampling is the policy's: these are checked, then ignored
-            temperature: float | None = None
-            top_p: float | None = None
-            max_tokens: int | None = None
-            max_completion_tokens: int | None = None
-            n: int | None = None
-            seed: int | None = None
-            stop: str | list[str] | None = None
-            user: str | None = None
-
-        _MODELS = (ChatCompletionRequest, Message)
-    return _MODELS
+class _Message(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[dict[str, Any]] | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    name: str | None = None
+    tool_call_id: str | None = None
 
 
-_MODELS: tuple[type, type] | None = None
+class _StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+    include_usage: bool = False
 
 
-def parse_request(raw: bytes) -> Any:
+class ChatCompletionRequest(BaseModel):
+    """The fields of an OpenAI chat completion request the gateway knows (strict types; any
+    other field is ignored)."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+    model: str | None = None
+    messages: list[_Message] = Field(min_length=1)
+    tools: list[dict[str, Any]] | None = None
+    stream: bool = False
+    stream_options: _StreamOptions | None = None
+    # sampling is the policy's: these are checked, then ignored
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    max_completion_tokens: int | None = None
+    n: int | None = None
+    seed: int | None = None
+    stop: str | list[str] | None = None
+    user: str | None = None
+
+
+def parse_request(raw: bytes) -> ChatCompletionRequest:
     """Return the validated chat completion request in ``raw`` (JSON bytes); raise a 400
     :class:`GatewayError` that names the field for anything else."""
-    from pydantic import ValidationError
-
     try:
         body = json.loads(raw or b"null")
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise GatewayError(400, f"the request body is not valid JSON: {error}") from None
     if not isinstance(body, dict):
         raise GatewayError(400, "the request body must be a JSON object")
-    request_class, _ = _request_models()
     try:
-        request = request_class.model_validate(body)
+        request = ChatCompletionRequest.model_validate(body)
     except ValidationError as error:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}"
@@ -392,16 +382,14 @@ class _Records:
                 del self.sessions[oldest]
 
     def get(self, session: str | None, pop: bool = False) -> list[RecordedCall]:
+        """Return the calls of ``session`` (of all, in answer order, for None); ``pop`` also
+        forgets that session's."""
         with self.lock:
             if session is None:
                 kept = sorted(item for calls in self.sessions.values() for item in calls)
-                if pop:
-                    self.sessions.clear()
-                    self.count = 0
             else:
                 kept = list(self.sessions.get(session, ()))
-                if pop and session in self.sessions:
-                    del self.sessions[session]
+                if pop and self.sessions.pop(session, None) is not None:
                     self.count -= len(kept)
             return [call for _, call in kept]
 
@@ -640,19 +628,6 @@ class Gateway:
             raise GatewayError(
                 500, f"{type(error).__name__}: {error}"[:500], "server_error"
             ) from None
-
-    def chat_completion(
-        self, body: dict[str, Any], session: str = DEFAULT_SESSION, agent: str | None = None
-    ) -> dict[str, Any]:
-        """Serve one chat completion request in this thread (no HTTP); return the response
-        body."""
-        pending = self._submit(parse_request(json.dumps(body).encode()), session, agent)
-        self._batcher.requests.put(pending)
-        try:
-            call = pending.future.result(timeout=self.request_timeout_s)
-        except PromptTooLongError as error:
-            raise GatewayError(400, str(error), "context_length_exceeded") from None
-        return self._response(call)
 
     def _logprobs(self, token_ids: Sequence[int], logprobs: Sequence[float]) -> dict[str, Any]:
         tokenizer = getattr(self.policy, "tokenizer", None)
