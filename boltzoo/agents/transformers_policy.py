@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -25,6 +27,18 @@ import torch
 from boltzoo.agents.base import SamplingParams, Turn, encode_chat
 from boltzoo.episode import Completion
 from boltzoo.errors import PromptTooLongError
+
+# One lock per model: policies sharing a peft model (one adapter each, or the base with the
+# adapters off) may sample from several threads (a gateway each), and selecting an adapter is a
+# switch on the shared model, so their batches must take turns.
+_MODEL_LOCKS: weakref.WeakKeyDictionary[Any, threading.Lock] = weakref.WeakKeyDictionary()
+_MODEL_LOCKS_LOCK = threading.Lock()
+
+
+def _model_lock(model: Any) -> threading.Lock:
+    with _MODEL_LOCKS_LOCK:
+        return _MODEL_LOCKS.setdefault(model, threading.Lock())
+
 
 __all__ = ["PromptTooLongError", "TransformersPolicy", "sample_token"]
 
@@ -202,7 +216,7 @@ class TransformersPolicy:
     def _sample_batch(
         self, prompts: list[list[int]], streams: list[StreamCallback | None]
     ) -> list[Completion]:
-        with self._active_weights():
+        with _model_lock(self.model), self._active_weights():
             return self._sample_batch_with_active_weights(prompts, streams)
 
     def _sample_batch_with_active_weights(

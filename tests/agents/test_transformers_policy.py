@@ -141,3 +141,32 @@ def test_top_p_keeps_only_the_nucleus():
     assert logprobs[0].item() == pytest.approx(
         torch.log(torch.tensor([0.5, 0.3]))[int(tokens[0])].item(), abs=1e-6
     )
+
+
+def test_policies_sharing_a_peft_model_sample_from_threads_as_they_do_alone(smollm2_tokenizer):
+    # a gateway per policy samples from its own thread; the adapter switch must not leak
+    from concurrent.futures import ThreadPoolExecutor
+
+    from boltzoo.agents.models import tiny_model
+    from boltzoo.agents.transformers_policy import TransformersPolicy
+    from boltzoo.lightningrl.weights import add_lora_adapters
+
+    model = add_lora_adapters(tiny_model(len(smollm2_tokenizer)), ["tuned"], r=4, alpha=8)
+    torch.manual_seed(0)
+    with torch.no_grad():  # a tuned adapter that changes the greedy answers
+        for name, parameter in model.named_parameters():
+            if ".lora_B.tuned" in name:
+                parameter.normal_(0, 0.5)
+    policies = [
+        TransformersPolicy(
+            model, smollm2_tokenizer, adapter=adapter, max_new_tokens=12, temperature=0.0
+        )
+        for adapter in ("tuned", None)
+    ]
+    alone = [[c.response_token_ids for c in p.generate(CHATS)] for p in policies]
+    assert alone[0] != alone[1]
+    with ThreadPoolExecutor(2) as pool:
+        for _ in range(10):
+            futures = [pool.submit(p.generate, CHATS) for p in policies]
+            together = [[c.response_token_ids for c in f.result()] for f in futures]
+            assert together == alone
