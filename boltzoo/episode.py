@@ -24,7 +24,9 @@ class Completion:
 
     ``logprobs`` holds one log-probability per response token, under the sampling distribution
     described by ``sampling_params``. ``inner_calls`` are the LLM calls made behind this action
-    (a framework agent may call the model several times for one action).
+    (a framework agent may call the model several times for one action). ``node`` names the
+    graph node that made an inner call when one graph plays the agent as several nodes
+    (LightningRL trains it as the agent of that name); None: the step's agent made it.
     """
 
     text: str
@@ -36,6 +38,7 @@ class Completion:
     policy_version: int | None = None
     finish_reason: str | None = None
     inner_calls: list[Completion] = field(default_factory=list)
+    node: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.text, str):

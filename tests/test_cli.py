@@ -123,6 +123,34 @@ def test_eval_runs_the_bundled_framework_agents_through_the_gateway(
     assert summary["tokens_per_second"] > 0  # the framework's LLM calls came through the gateway
 
 
+def test_eval_runs_the_paper_sql_graph_node_by_node(tmp_path, smollm2_tokenizer, capsys):
+    pytest.importorskip("langgraph")
+    from boltzoo.agents.models import tiny_model
+
+    tiny_model(len(smollm2_tokenizer), seed=0).save_pretrained(tmp_path)
+    smollm2_tokenizer.save_pretrained(tmp_path)
+    common = ["eval", "sql-v0", "--policy", "langgraph-sql-graph", "--model", str(tmp_path)]
+    common += ["--episodes", "3", "--max-new-tokens", "8", "--temperature", "1", "--quiet"]
+    out = tmp_path / "episodes.jsonl"
+    code = main([*common, "-e", 'agents=["writer"]', "-e", "schema_rows=0", "--json"])
+    summary = json.loads(capsys.readouterr().out)
+    assert code == 0 and summary["episodes"] == 3 and summary["failed"] == 0
+    assert summary["policy"] == f"langgraph-sql-graph:{tmp_path}"
+    # the graph plays the env's one agent: one step an episode, two or more calls behind it
+    assert summary["steps"] == 3
+    main(
+        ["rollout", *common[1:], "-e", 'agents=["writer"]', "-e", "schema_rows=0"]
+        + ["--out", str(out)]
+    )
+    capsys.readouterr()
+    episodes = [json.loads(line) for line in out.read_text().splitlines()]
+    nodes = [[c["node"] for c in e["steps"][0]["action"]["inner_calls"]] for e in episodes]
+    assert all(n[:2] == ["writer", "checker"] for n in nodes)
+
+    with pytest.raises(ValueError, match="agents=\\['writer'\\]"):  # the team is refused
+        main(common)
+
+
 def test_train_runs_checkpoints_and_a_larger_steps_extends_the_resumed_run(
     tmp_path, smollm2_tokenizer, capsys
 ):

@@ -207,15 +207,30 @@ def test_framework_agents_roll_out_on_workers_behind_their_own_gateways(smollm2_
     assert [s.info.get("tool_calls") for e in there for s in e.steps] == [1] * 6
 
 
+@pytest.mark.parametrize(
+    "framework, needs, env, env_kwargs, train_agents",
+    [
+        ("autogen", "autogen_agentchat", "math-v0", {"max_turns": 1}, None),
+        # one graph node by node: the writer node trains, the checker calls the frozen model
+        (
+            "langgraph-sql-graph",
+            "langgraph",
+            "sql-v0",
+            {"agents": ["writer"], "schema_rows": 0},
+            ["writer"],
+        ),
+    ],
+)
 def test_a_framework_agent_trains_with_its_rollouts_on_workers(
-    tmp_path, smollm2_tokenizer, trainer_config
+    tmp_path, smollm2_tokenizer, trainer_config, framework, needs, env, env_kwargs, train_agents
 ):
-    pytest.importorskip("autogen_agentchat")
+    pytest.importorskip(needs)
     config = trainer_config(
         tmp_path,
-        env="math-v0",
-        env_kwargs={"max_turns": 1},
-        framework="autogen",
+        env=env,
+        env_kwargs=env_kwargs,
+        framework=framework,
+        train_agents=train_agents,
         steps=2,
         lora_r=4,
         rollout_workers=2,
@@ -224,7 +239,8 @@ def test_a_framework_agent_trains_with_its_rollouts_on_workers(
         config, model=tiny_model(len(smollm2_tokenizer)), tokenizer=smollm2_tokenizer
     ) as t:
         history = t.train()
-        assert t.gateways["policy"].calls() == []  # the driver's gateway served nothing
+        # the driver's gateways (the frozen model's too) served nothing: the workers' did
+        assert t.gateways and not any(g.batch_sizes for g in t.gateways.values())
     for step, metrics in enumerate(history):
         assert metrics["episodes"] == 4 and metrics["failed_episodes"] == 0
         # every call the workers' agents made became a transition, sampled with the weights

@@ -1,12 +1,14 @@
 """Bundled framework agents for every env and agent: the runnable examples of the docs, and what
-``boltzoo eval <env> --policy autogen|openai-agents`` runs.
+``boltzoo eval <env> --policy autogen|openai-agents|langgraph`` runs; and the paper's SQL agent
+as one LangGraph graph trained node by node (``--policy langgraph-sql-graph``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypedDict
 
+from boltzoo.agents.frameworks import NodeGraph
 from boltzoo.registration import resolve_env_id
 
 # What each agent is told; the tools come from the env.
@@ -102,9 +104,105 @@ def langgraph_react_agent(env_id: str, agent: str) -> Callable[[Any, list[Any]],
     return build
 
 
+class SQLGraphState(TypedDict, total=False):
+    """The state of :func:`langgraph_sql_graph`'s graph."""
+
+    messages: list[Any]  # in: the task as one user message; out: the answer appended
+    task: str  # the schema and the question
+    query: str  # the latest query
+    result: str  # its execution result, as the env shows it
+    feedback: str  # the checker's reason when it rejects
+    accepted: bool
+    rounds: int  # check/rewrite rounds done
+
+
+SQL_GRAPH_NODES = ("writer", "checker", "rewriter")
+
+
+def langgraph_sql_graph(env_id: str, agent: str, max_rounds: int = 2) -> NodeGraph:
+    """Return the paper's text-to-SQL agent as one LangGraph ``StateGraph`` for sql-v0's
+    single-agent variant (``agents=("writer",)``): write_query -> execute (the env's SQL tool)
+    -> check_query -> (rejected: rewrite_query -> execute -> check_query, at most
+    ``max_rounds`` times) -> answer (the final query in a ```` ```sql ```` block, the env
+    action). The nodes that call the model are ``writer``, ``checker`` and ``rewriter``, each
+    with sql-v0's own prompt and message for that role, so a model warm-started on the env's
+    team plays the graph as it played the env."""
+    if resolve_env_id(env_id) != "boltzoo/sql-v0" or agent != "writer":
+        raise ValueError(
+            f"langgraph-sql-graph is sql-v0's whole workflow in one graph: it plays sql-v0's "
+            f"writer with agents=['writer'] (-e 'agents=[\"writer\"]'), not {agent!r} of {env_id}"
+        )
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+    from langgraph.graph import END, START, StateGraph
+
+    from boltzoo.envs.protocol import extract_sql, parse_verdict
+    from boltzoo.envs.sql_v0 import (
+        CHECKER_SYSTEM_PROMPT,
+        REWRITER_SYSTEM_PROMPT,
+        WRITER_SYSTEM_PROMPT,
+    )
+
+    def query_block(state: SQLGraphState) -> str:
+        return f"Query:\n```sql\n{state['query']}\n```\n\nResult:\n{state['result']}"
+
+    def build(models: dict[str, Any], tools: list[Any]) -> Any:
+        execute_sql = {tool.name: tool for tool in tools}["execute_sql"]
+
+        async def ask(node: str, system: str, user: str) -> str:
+            reply = await models[node].ainvoke([SystemMessage(system), HumanMessage(user)])
+            return str(reply.content)
+
+        async def write_query(state: SQLGraphState) -> dict[str, Any]:
+            task = state["messages"][-1]
+            task = task["content"] if isinstance(task, dict) else task.content
+            sql = extract_sql(await ask("writer", WRITER_SYSTEM_PROMPT, task))
+            return {"task": task, "query": sql, "rounds": 0}
+
+        async def execute(state: SQLGraphState) -> dict[str, Any]:
+            return {"result": await execute_sql.ainvoke({"query": state["query"]})}
+
+        async def check_query(state: SQLGraphState) -> dict[str, Any]:
+            verdict = await ask(
+                "checker", CHECKER_SYSTEM_PROMPT, f"{state['task']}\n\n{query_block(state)}"
+            )
+            accepted, feedback = parse_verdict(verdict)
+            return {"accepted": accepted, "feedback": feedback}
+
+        async def rewrite_query(state: SQLGraphState) -> dict[str, Any]:
+            feedback = state.get("feedback") or "the query is wrong."
+            user = f"{state['task']}\n\n{query_block(state)}\n\nReviewer's feedback: {feedback}"
+            sql = extract_sql(await ask("rewriter", REWRITER_SYSTEM_PROMPT, user))
+            return {"query": sql, "rounds": state["rounds"] + 1}
+
+        def answer(state: SQLGraphState) -> dict[str, Any]:
+            final = AIMessage(f"```sql\n{state['query']}\n```")
+            return {"messages": [*state["messages"], final]}
+
+        def after_check(state: SQLGraphState) -> str:
+            done = state["accepted"] or state["rounds"] >= max_rounds
+            return "answer" if done else "rewrite_query"
+
+        graph = StateGraph(SQLGraphState)
+        for node in (write_query, execute, check_query, rewrite_query, answer):
+            graph.add_node(node.__name__, node)
+        graph.add_edge(START, "write_query")
+        graph.add_edge("write_query", "execute")
+        graph.add_edge("execute", "check_query")
+        graph.add_conditional_edges("check_query", after_check, ["answer", "rewrite_query"])
+        graph.add_edge("rewrite_query", "execute")
+        graph.add_edge("answer", END)
+        return graph.compile(name="sql_agent")
+
+    build.__name__ = "langgraph_sql_graph"
+    return NodeGraph(build, SQL_GRAPH_NODES)
+
+
 # framework name -> the bundled agent builder, ``(env_id, agent) -> build_agent``
 EXAMPLES = {
     "autogen": autogen_assistant,
     "openai-agents": openai_agents_assistant,
     "langgraph": langgraph_react_agent,
+    "langgraph-sql-graph": langgraph_sql_graph,
 }
+# the bundled graphs that play a whole workflow node by node (their builders are NodeGraphs)
+GRAPHS = ("langgraph-sql-graph",)

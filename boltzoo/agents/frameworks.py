@@ -17,19 +17,28 @@ is the action. Every LLM call the agent made (tool loops included) comes back fr
 record, with its token ids, as the action's ``inner_calls``: what LightningRL learns from.
 
 A batch of turns runs concurrently in one event loop, so the gateway batches their calls.
+
+A LangGraph graph can also play one env agent as several nodes, each calling the model as itself
+(the paper's SQL agent: write, check, rewrite): ``LangGraphPolicy(NodeGraph(build, nodes),
+gateway)``, where ``build(models, tools)`` gets one chat model per node. Each node's calls are
+recorded under its name (``Completion.node``), and LightningRL trains node names as agents:
+``train_agents`` and ``policy_map`` select and map nodes, and a node that is not trained is
+served by the frozen initial model (``node_gateways``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import json
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from boltzoo.agents.base import Turn
-from boltzoo.agents.gateway import Gateway
+from boltzoo.agents.gateway import Gateway, RecordedCall
 from boltzoo.envs.base import ToolSpec
 from boltzoo.episode import Completion
 from boltzoo.errors import MissingDependencyError
@@ -80,24 +89,36 @@ class _FrameworkPolicy:
 
         return list(await asyncio.gather(*(one(turn) for turn in turns)))
 
+    def _gateways(self) -> list[Gateway]:
+        """Return every gateway this agent's calls go through."""
+        return [self.gateway]
+
+    def _inner_call(self, call: RecordedCall) -> Completion:
+        return call.completion
+
     async def _act_one(self, turn: Turn) -> Completion:
         episode = getattr(getattr(turn.env, "episode", None), "episode_id", "episode")
         session = f"{episode}-{turn.agent}-{uuid.uuid4().hex[:8]}"
-        url = self.gateway.session_url(session, turn.agent)
         specs = list(getattr(turn.env, "tools", ()))
         try:
-            text = await self._run(url, specs, turn, task_text(turn.observation))
+            text = await self._run(session, specs, turn, task_text(turn.observation))
         finally:
-            calls = self.gateway.pop_calls(session)
+            # in the order they were answered (one gateway's record is in that order already)
+            calls = sorted(
+                (call for gateway in self._gateways() for call in gateway.pop_calls(session)),
+                key=lambda call: call.created,
+            )
         return Completion(
             text=text,
-            inner_calls=[call.completion for call in calls],
+            inner_calls=[self._inner_call(call) for call in calls],
             model=f"{self.framework}:{self.gateway.model_name}",
             policy_version=self.version,
             finish_reason="stop",
         )
 
-    async def _run(self, url: str, specs: list[ToolSpec], turn: Turn, task: str) -> str:
+    async def _run(self, session: str, specs: list[ToolSpec], turn: Turn, task: str) -> str:
+        """Run the agent on ``task`` with its model calls in gateway session ``session``;
+        return its final message."""
         raise NotImplementedError
 
     def __repr__(self) -> str:
@@ -134,7 +155,7 @@ class AutoGenPolicy(_FrameworkPolicy):
 
     framework = "autogen"
 
-    async def _run(self, url: str, specs: list[ToolSpec], turn: Turn, task: str) -> str:
+    async def _run(self, session: str, specs: list[ToolSpec], turn: Turn, task: str) -> str:
         try:
             from autogen_core.tools import FunctionTool
             from autogen_ext.models.openai import OpenAIChatCompletionClient
@@ -142,7 +163,7 @@ class AutoGenPolicy(_FrameworkPolicy):
             raise MissingDependencyError(f"AutoGenPolicy needs AutoGen: {_AGENTS_EXTRA}") from None
         client = OpenAIChatCompletionClient(
             model=self.gateway.model_name,
-            base_url=url,
+            base_url=self.gateway.session_url(session, turn.agent),
             api_key=self.gateway.api_key or "boltzoo",
             model_info={
                 "vision": False,
@@ -187,7 +208,7 @@ class OpenAIAgentsPolicy(_FrameworkPolicy):
         super().__init__(build_agent, gateway, max_concurrency)
         self.max_turns = max_turns
 
-    async def _run(self, url: str, specs: list[ToolSpec], turn: Turn, task: str) -> str:
+    async def _run(self, session: str, specs: list[ToolSpec], turn: Turn, task: str) -> str:
         try:
             from agents import (
                 FunctionTool,
@@ -201,7 +222,10 @@ class OpenAIAgentsPolicy(_FrameworkPolicy):
                 f"OpenAIAgentsPolicy needs the OpenAI Agents SDK: {_AGENTS_EXTRA}"
             ) from None
         set_tracing_disabled(True)  # the SDK would send its traces to OpenAI; ours are OTel
-        client = AsyncOpenAI(base_url=url, api_key=self.gateway.api_key or "boltzoo")
+        client = AsyncOpenAI(
+            base_url=self.gateway.session_url(session, turn.agent),
+            api_key=self.gateway.api_key or "boltzoo",
+        )
 
         def tool(spec: ToolSpec) -> Any:
             async def invoke(context: Any, arguments: str) -> str:
@@ -227,17 +251,54 @@ class OpenAIAgentsPolicy(_FrameworkPolicy):
         return str(result.final_output)
 
 
-class LangGraphPolicy(_FrameworkPolicy):
-    """A LangGraph graph (or any LangChain runnable over ``{"messages": [...]}``) as a policy:
-    one graph plays one agent of the env's team.
+@dataclass(frozen=True)
+class NodeGraph:
+    """A graph that plays one env agent as several nodes, each calling the model as itself.
 
     Args:
-        build_agent: ``(model, tools) -> graph``; ``model`` is a ``langchain_openai.ChatOpenAI``
-            pointing at the gateway, ``tools`` the env's tools as LangChain ``StructuredTool``s.
-            The graph is invoked with the task as its one user message; the content of the
-            last message it returns is the action.
-        gateway: the gateway (started) in front of the model that trains.
+        build: ``(models, tools) -> graph``; ``models`` maps each node name to its chat model
+            (a ``langchain_openai.ChatOpenAI`` whose calls are recorded under that name),
+            ``tools`` are the env's tools as LangChain ``StructuredTool``s.
+        nodes: the names of the nodes that call the model; LightningRL trains them as agents.
+    """
+
+    build: Callable[[dict[str, Any], list[Any]], Any]
+    nodes: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if not self.nodes or len(set(self.nodes)) != len(self.nodes):
+            raise ValueError(f"a NodeGraph needs distinct node names, got {self.nodes!r}")
+
+    def __call__(self, models: dict[str, Any], tools: list[Any]) -> Any:
+        return self.build(models, tools)
+
+    @property
+    def __name__(self) -> str:  # what LangGraphPolicy's repr shows
+        return getattr(self.build, "__name__", "graph")
+
+
+class LangGraphPolicy(_FrameworkPolicy):
+    """A LangGraph graph (or any LangChain runnable over ``{"messages": [...]}``) as a policy for
+    one agent of the env's team.
+
+    Two ways to build it:
+
+    * one model for the whole graph: ``build_agent(model, tools) -> graph``, ``model`` a
+      ``langchain_openai.ChatOpenAI`` pointing at the agent's gateway session;
+    * one model per node (a :class:`NodeGraph`, or ``nodes=`` given):
+      ``build_agent(models, tools)``, ``models[node]`` pointing at a session URL that names the
+      node, so every call is recorded (``Completion.node``) and trained under the node's name.
+
+    ``tools`` are the env's tools as LangChain ``StructuredTool``s. The graph is invoked with the
+    task as its one user message; the content of the last message it returns is the action.
+
+    Args:
+        build_agent: the builder (see above).
+        gateway: the gateway (started) in front of the model.
         recursion_limit: LangGraph's limit on graph steps per run.
+        nodes: the node names, when ``build_agent`` is a plain function taking ``models``.
+        node_gateways: node -> the gateway that serves it, for nodes not served by ``gateway``
+            (a trainer serves each node with its own policy, or the frozen initial model).
     """
 
     framework = "langgraph"
@@ -248,24 +309,47 @@ class LangGraphPolicy(_FrameworkPolicy):
         gateway: Gateway,
         max_concurrency: int = 64,
         recursion_limit: int = 12,
+        nodes: Sequence[str] | None = None,
+        node_gateways: Mapping[str, Gateway] | None = None,
     ):
         super().__init__(build_agent, gateway, max_concurrency)
         self.recursion_limit = recursion_limit
+        self.nodes = tuple(nodes if nodes is not None else getattr(build_agent, "nodes", ()))
+        self.node_gateways = dict(node_gateways or {})
+        unknown = set(self.node_gateways) - set(self.nodes)
+        if unknown:
+            raise ValueError(f"node_gateways names nodes {sorted(unknown)} not in {self.nodes}")
 
-    async def _run(self, url: str, specs: list[ToolSpec], turn: Turn, task: str) -> str:
+    def _gateways(self) -> list[Gateway]:
+        distinct = {id(g): g for g in [self.gateway, *self.node_gateways.values()]}
+        return list(distinct.values())
+
+    def _inner_call(self, call: RecordedCall) -> Completion:
+        if not self.nodes:
+            return call.completion
+        return dataclasses.replace(call.completion, node=call.agent)
+
+    def _chat_model(self, gateway: Gateway, session: str, agent: str) -> Any:
         try:
-            from langchain_core.tools import StructuredTool
             from langchain_openai import ChatOpenAI
         except ImportError:
             raise MissingDependencyError(
                 f"LangGraphPolicy needs langchain-openai and langgraph: {_AGENTS_EXTRA}"
             ) from None
-        model = ChatOpenAI(
-            model=self.gateway.model_name,
-            base_url=url,
-            api_key=self.gateway.api_key or "boltzoo",
+        return ChatOpenAI(
+            model=gateway.model_name,
+            base_url=gateway.session_url(session, agent),
+            api_key=gateway.api_key or "boltzoo",
             max_retries=0,  # a refused call is an answer to learn from, not to repeat
         )
+
+    async def _run(self, session: str, specs: list[ToolSpec], turn: Turn, task: str) -> str:
+        try:
+            from langchain_core.tools import StructuredTool
+        except ImportError:
+            raise MissingDependencyError(
+                f"LangGraphPolicy needs langchain-openai and langgraph: {_AGENTS_EXTRA}"
+            ) from None
 
         def tool(spec: ToolSpec) -> Any:
             def invoke(**arguments: Any) -> str:
@@ -278,7 +362,15 @@ class LangGraphPolicy(_FrameworkPolicy):
                 args_schema=spec.parameters,  # a JSON schema
             )
 
-        graph = self.build_agent(model, [tool(spec) for spec in specs])
+        tools = [tool(spec) for spec in specs]
+        if self.nodes:
+            models = {
+                node: self._chat_model(self.node_gateways.get(node, self.gateway), session, node)
+                for node in self.nodes
+            }
+            graph = self.build_agent(models, tools)
+        else:
+            graph = self.build_agent(self._chat_model(self.gateway, session, turn.agent), tools)
         result = await graph.ainvoke(
             {"messages": [{"role": "user", "content": task}]},
             config={"recursion_limit": self.recursion_limit},
@@ -295,4 +387,5 @@ ADAPTERS: dict[str, type[_FrameworkPolicy]] = {
     "autogen": AutoGenPolicy,
     "openai-agents": OpenAIAgentsPolicy,
     "langgraph": LangGraphPolicy,
+    "langgraph-sql-graph": LangGraphPolicy,  # the bundled graph of sql-v0's whole workflow
 }

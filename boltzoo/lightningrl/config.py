@@ -64,11 +64,16 @@ class TrainerConfig:
         "every trained agent shares one policy named 'policy' (JSON on the command line)",
         default_factory=dict,
     )
-    framework: Literal["autogen", "openai-agents", "langgraph"] | None = _help(
-        "autogen | openai-agents | langgraph: the trained agents act as agents of that framework "
-        "(the bundled example agents, or your own via Trainer(agent_builders=...)), calling the "
-        "model through a gateway over the sampler; LightningRL learns from the calls it recorded",
-        default=None,
+    framework: Literal["autogen", "openai-agents", "langgraph", "langgraph-sql-graph"] | None = (
+        _help(
+            "autogen | openai-agents | langgraph: the trained agents act as agents of that "
+            "framework (the bundled example agents, or your own via "
+            "Trainer(agent_builders=...)), calling the model through a gateway over the sampler; "
+            "LightningRL learns from the calls it recorded. langgraph-sql-graph: sql-v0 "
+            "(agents=['writer']) is played by the paper's SQL agent, one LangGraph graph whose "
+            "nodes writer, checker and rewriter are the agents that train_agents selects",
+            default=None,
+        )
     )
     lora_r: int = _help(
         "LoRA rank; 0 trains the full weights, > 0 one LoRA adapter (peft) per policy name on "

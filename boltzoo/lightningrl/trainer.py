@@ -73,8 +73,11 @@ class Trainer:
     ``model`` / ``tokenizer`` may be given (tests pass a tiny model); else ``config.model`` loads.
     With ``config.framework`` set, ``agent_builders`` maps trained agents to your framework
     agent's builder (``(model_client, tools) -> AssistantAgent`` for AutoGen, ``(model, tools)
-    -> Agent`` for the Agents SDK); agents without one get the bundled example agent. Their
-    calls go through a gateway per policy (``close()`` stops them).
+    -> Agent`` for the Agents SDK, ``(model, tools) -> graph`` for LangGraph); agents without
+    one get the bundled example agent. Their calls go through a gateway per policy (``close()``
+    stops them). A LangGraph :class:`~boltzoo.agents.frameworks.NodeGraph` plays its env agent
+    node by node: its node names take the agent's place in ``train_agents`` and ``policy_map``,
+    and its untrained nodes call the frozen initial model (through a gateway of their own).
     """
 
     def __init__(
@@ -106,8 +109,15 @@ class Trainer:
         )
 
         env = make(self.env_id, **cfg.env_kwargs)
-        self.agents = list(env.unwrapped.possible_agents)
+        self.env_agents = list(env.unwrapped.possible_agents)
         self.num_tasks = env.unwrapped.num_tasks
+        if agent_builders and not cfg.framework:
+            raise ValueError("agent_builders needs config.framework (autogen, openai-agents, ...)")
+        # env agent -> the graph that plays it node by node (its nodes are trained as agents)
+        self.graphs = self._node_graphs(agent_builders or {})
+        nodes = {node for graph in self.graphs.values() for node in graph.nodes}
+        # the names that learn: the env's agents, a graph-played agent replaced by its nodes
+        self.agents = sorted((set(self.env_agents) - set(self.graphs)) | nodes)
         self.train_agents = select_agents(self.agents, cfg.train_agents)
         unknown = set(cfg.policy_map) - set(self.agents)
         if unknown:
@@ -158,7 +168,9 @@ class Trainer:
             self.device,
             lora=self.lora,
             frozen_source=(frozen if frozen is not None else self.model) if untrained else None,
-            agent_names={a: self.policy_of.get(a, FROZEN) for a in self.agents},
+            agent_names={
+                a: self.policy_of.get(a, FROZEN) for a in self.env_agents if a not in self.graphs
+            },
         )
         self.samplers = self.sampling.trained
         self.frozen_policy = self.sampling.frozen
@@ -168,8 +180,6 @@ class Trainer:
         self.agent_policies: dict[str, Any] = {}
         if cfg.framework:
             self._start_framework_agents(agent_builders or {})
-        elif agent_builders:
-            raise ValueError("agent_builders needs config.framework (autogen or openai-agents)")
 
         trainable = [p for name in self.policy_names for p in self.params[name]]
         self.optimizer = torch.optim.AdamW(trainable, lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -188,20 +198,54 @@ class Trainer:
         """The sampling policy of the first trained policy name (the only one, by default)."""
         return self.samplers[self.policy_names[0]]
 
+    def _node_graphs(self, builders: dict[str, Any]) -> dict[str, Any]:
+        """Return env agent -> NodeGraph: the graphs in ``builders``, and with a bundled graph
+        as ``config.framework``, that graph for every env agent."""
+        from boltzoo.agents import examples
+
+        graphs = {agent: b for agent, b in builders.items() if getattr(b, "nodes", None)}
+        if graphs and self.config.framework not in ("langgraph", *examples.GRAPHS):
+            raise ValueError(
+                f"the graphs in agent_builders ({sorted(graphs)}) need framework='langgraph', "
+                f"not {self.config.framework!r}"
+            )
+        unknown = set(graphs) - set(self.env_agents)
+        if unknown:
+            raise ValueError(
+                f"agent_builders gives graphs for {sorted(unknown)}, which {self.env_id} does not "
+                f"have (its agents: {self.env_agents})"
+            )
+        if self.config.framework in examples.GRAPHS:
+            bundled = examples.EXAMPLES[self.config.framework]
+            for agent in self.env_agents:
+                graphs.setdefault(agent, bundled(self.env_id, agent))
+        return graphs
+
     def _start_framework_agents(self, builders: dict[str, Any]) -> None:
         from boltzoo.agents import examples, frameworks
         from boltzoo.agents.gateway import Gateway
 
         framework = self.config.framework
         adapter, example = frameworks.ADAPTERS[framework], examples.EXAMPLES[framework]
-        unknown = set(builders) - set(self.policy_of)
+        unknown = set(builders) - set(self.policy_of) - set(self.graphs)
         if unknown:
             raise ValueError(f"agent_builders names agents that are not trained: {sorted(unknown)}")
         for name in self.policy_names:
             self.gateways[name] = Gateway(self.samplers[name], model_name=name).start()
         for agent, name in self.policy_of.items():
-            build = builders.get(agent) or example(self.env_id, agent)
-            self.agent_policies[agent] = adapter(build, self.gateways[name])
+            if agent in self.env_agents and agent not in self.graphs:
+                build = builders.get(agent) or example(self.env_id, agent)
+                self.agent_policies[agent] = adapter(build, self.gateways[name])
+        for agent, graph in self.graphs.items():
+            # each node calls its own policy, or the frozen initial model
+            if FROZEN not in self.gateways and set(graph.nodes) - set(self.policy_of):
+                self.gateways[FROZEN] = Gateway(self.frozen_policy, model_name=FROZEN).start()
+            node_gateways = {
+                node: self.gateways[self.policy_of.get(node, FROZEN)] for node in graph.nodes
+            }
+            self.agent_policies[agent] = frameworks.LangGraphPolicy(
+                graph, node_gateways[graph.nodes[0]], node_gateways=node_gateways
+            )
         self.sampling.set_agent_policies(self.agent_policies)
 
     def close(self) -> None:
@@ -268,7 +312,12 @@ class Trainer:
         kept = [e for e in episodes if e.metadata.get("group") not in failed_groups]
         # 3-4. credit each LLM call, then baselines within groups
         transitions = flatten(
-            kept, cfg.credit, sorted(self.train_agents), tokenizer=self.tokenizer, gamma=cfg.gamma
+            kept,
+            cfg.credit,
+            sorted(self.train_agents),
+            tokenizer=self.tokenizer,
+            gamma=cfg.gamma,
+            agents=self.agents,
         )
         group_stats = None
         if transitions:
@@ -470,7 +519,9 @@ class Trainer:
         ok = [e for e in episodes if not e.failed]
         n = max(1, len(episodes))
         # the return includes shaping (tool and format rewards) that the score leaves out
-        returns = [np.mean([e.returns().get(a, 0.0) for a in self.train_agents]) for e in ok]
+        # (over the env agents that learn: a graph's agent stands for its nodes)
+        learning = [a for a in self.env_agents if a in self.train_agents or a in self.graphs]
+        returns = [np.mean([e.returns().get(a, 0.0) for a in learning]) for e in ok]
         return {
             "eval_success_rate": sum(bool(e.success) for e in ok) / n,
             "eval_score": sum(e.score or 0.0 for e in ok) / n,

@@ -5,7 +5,9 @@ LightningRL trains on single calls. :func:`flatten` walks the episodes (in order
 of the agents being trained: a step whose action has ``inner_calls`` (a framework agent called
 the model several times to produce one action) gives one transition per inner call, all with the
 step's credit; the outer Completion, which only carries the final text, is not a call. Any other
-step gives one transition, its action.
+step gives one transition, its action. An inner call made by a graph node (``Completion.node``)
+is the node's transition: node names are agents here, selected by ``train_agents`` like any
+agent, and credited with the step's reward.
 
 Token ids and sampling logprobs are read from the Completions. A call without prompt ids gets
 its prompt rebuilt from the observation with the tokenizer's chat template (``retokenized=True``;
@@ -77,6 +79,11 @@ def _calls(action: Completion) -> list[Completion]:
     return list(action.inner_calls) if action.inner_calls else [action]
 
 
+def _caller(call: Completion, step: Step) -> str:
+    """Return the agent a call trains: its graph node, else the step's agent."""
+    return call.node or step.agent
+
+
 def _tokens(
     call: Completion, step: Step, inner: bool, tokenizer: Any, where: str
 ) -> tuple[list[int], list[int], list[float] | None, bool]:
@@ -121,6 +128,7 @@ def flatten(
     *,
     tokenizer: Any = None,
     gamma: float = 1.0,
+    agents: Iterable[str] | None = None,
 ) -> list[Transition]:
     """Return one Transition per LLM call of the trained agents, with its credited reward.
 
@@ -131,21 +139,32 @@ def flatten(
         train_agents: None (all agents), a list of agent names, or a regex fullmatched.
         tokenizer: tokenizes calls recorded without token ids (otherwise they raise).
         gamma: the discount of the "discounted" rule.
+        agents: the names ``train_agents`` may select (default: the episodes' agents and the
+            graph nodes that made their calls; a trainer gives every agent and node, since a
+            node may make no call in a step).
     """
     credit_fn = get_credit(credit, gamma)
     kept = [e for e in episodes if not e.failed]
     if not kept:
         return []
-    known = {a for e in kept for a in e.agents} | {s.agent for e in kept for s in e.steps}
+    known = {a for e in kept for a in e.agents} | {
+        _caller(call, s) for e in kept for s in e.steps for call in _calls(s.action)
+    }
+    if agents is not None:
+        known |= set(agents)
     selected = select_agents(known, train_agents)
 
     transitions = []
     for episode in kept:
         credited: dict[int, float] = {}  # step index -> the reward credited to its calls
-        for agent in sorted(selected):
+        # the agents with a selected call: the selected agents, or a graph's selected nodes
+        acting = {
+            step.agent
+            for step in episode.steps
+            if any(_caller(call, step) in selected for call in _calls(step.action))
+        }
+        for agent in sorted(acting):
             steps = [i for i, step in enumerate(episode.steps) if step.agent == agent]
-            if not steps:
-                continue
             # Here the episode's return becomes each call's reward.
             rewards = credit_fn(episode, agent, steps)
             if len(rewards) != len(steps):
@@ -160,6 +179,8 @@ def flatten(
                 continue
             inner = bool(step.action.inner_calls)
             for index, call in enumerate(_calls(step.action)):
+                if _caller(call, step) not in selected:
+                    continue
                 where = f"episode {episode.episode_id!r}, step {turn} ({step.agent}), call {index}"
                 prompt, response, logprobs, retokenized = _tokens(
                     call, step, inner, tokenizer, where
@@ -170,7 +191,7 @@ def flatten(
                 version = call.policy_version
                 transitions.append(
                     Transition(
-                        agent=step.agent,
+                        agent=_caller(call, step),
                         task_id=episode.task_id,
                         task_index=episode.task_index,
                         episode_id=episode.episode_id,

@@ -125,6 +125,62 @@ def test_a_langgraph_react_agent_solves_sql_with_the_env_database(smollm2_tokeni
         assert gateway.calls() == []
 
 
+def test_the_paper_sql_graph_records_each_call_under_its_node(smollm2_tokenizer):
+    pytest.importorskip("langgraph")
+    from boltzoo.agents.base import encode_chat
+    from boltzoo.agents.examples import langgraph_sql_graph
+    from boltzoo.agents.frameworks import LangGraphPolicy
+    from boltzoo.envs.sql_v0 import CHECKER_SYSTEM_PROMPT, WRITER_SYSTEM_PROMPT
+
+    current = {}
+
+    def model(turn):  # writer: a wrong query; checker: rejects it; rewriter: the gold query
+        system, user = (m["content"] for m in turn.observation["messages"])
+        if system == WRITER_SYSTEM_PROMPT:
+            return "```sql\nSELECT 1 WHERE 0\n```"
+        if system == CHECKER_SYSTEM_PROMPT:
+            right = current["gold"] in user
+            return "VERDICT: CORRECT" if right else "VERDICT: INCORRECT - no rows came back"
+        assert "Reviewer's feedback: no rows came back" in user
+        return f"```sql\n{current['gold']}\n```"
+
+    env = boltzoo.make("sql-v0", split="test", agents=("writer",), schema_rows=0)
+    with Gateway(ScriptedPolicy(model, smollm2_tokenizer, name="smol")) as gateway:
+        policy = LangGraphPolicy(langgraph_sql_graph("sql-v0", "writer"), gateway)
+        assert policy.nodes == ("writer", "checker", "rewriter")
+        for index in range(2):
+            current.update(gold=env.unwrapped.tasks[index].gold_sql)
+            env.reset(options={"task_index": index})
+            writer_chat = env.observe("writer")["messages"]
+            completion = play_one_turn(env, policy, "writer", index)
+            assert env.unwrapped.episode.success, completion.text
+            assert completion.text == f"```sql\n{current['gold']}\n```"
+            # write, check (rejected), rewrite, check (accepted): each call under its node
+            nodes = [call.node for call in completion.inner_calls]
+            assert nodes == ["writer", "checker", "rewriter", "checker"]
+            assert_inner_calls_decode(completion, smollm2_tokenizer)
+            # the writer node asked exactly what sql-v0's writer is asked
+            assert completion.inner_calls[0].prompt_token_ids == encode_chat(
+                smollm2_tokenizer, writer_chat
+            )
+            # the checker saw the rows the env's database returned for the rewritten query
+            last_check = smollm2_tokenizer.decode(completion.inner_calls[3].prompt_token_ids)
+            assert current["gold"] in last_check and "Result:" in last_check
+            # the graph's queries ran in the env: two in the graph, the final one by the env
+            assert env.infos["writer"]["queries"] == 3
+        assert gateway.calls() == []
+
+
+def test_the_sql_graph_plays_only_the_single_agent_variant():
+    pytest.importorskip("langgraph")
+    from boltzoo.agents.examples import langgraph_sql_graph
+
+    with pytest.raises(ValueError, match="agents=\\['writer'\\]"):
+        langgraph_sql_graph("sql-v0", "checker")
+    with pytest.raises(ValueError, match="whole workflow"):
+        langgraph_sql_graph("math-v0", "writer")
+
+
 def test_framework_policies_run_batches_concurrently_through_rollout(smollm2_tokenizer):
     def model(turn):
         return "\\boxed{0}"  # no tool call: one LLM call per turn

@@ -120,3 +120,78 @@ def test_a_langgraph_agent_trains_from_the_calls_the_gateway_recorded(
         assert metrics["transitions"] >= 4  # every LLM call the graph made
         assert metrics["stale_transitions"] == 0  # each with the sampler's tokens and version
         assert trainer.gateways["policy"].calls() == []  # every recorded call was taken
+
+
+def test_the_sql_graph_trains_its_writer_node_and_the_checker_calls_the_frozen_model(
+    tmp_path, smollm2_tokenizer, trainer_config
+):
+    pytest.importorskip("langgraph")
+    from boltzoo.agents.frameworks import LangGraphPolicy
+    from boltzoo.lightningrl.samplers import FROZEN
+
+    with framework_trainer(
+        trainer_config,
+        tmp_path,
+        smollm2_tokenizer,
+        env="sql-v0",
+        env_kwargs={"agents": ["writer"], "schema_rows": 0},
+        framework="langgraph-sql-graph",
+        train_agents=["writer", "rewriter"],
+        policy_map={"writer": "writer", "rewriter": "rewriter"},
+        temperature=1.0,
+    ) as trainer:
+        # the graph's nodes are the agents: writer and rewriter learn, each its own adapter
+        assert trainer.agents == ["checker", "rewriter", "writer"]
+        assert trainer.train_agents == {"writer", "rewriter"}
+        graph = trainer.policies()["writer"]
+        assert isinstance(graph, LangGraphPolicy)
+        for node in ("writer", "rewriter"):
+            assert graph.node_gateways[node] is trainer.gateways[node]
+            assert trainer.gateways[node].policy is trainer.samplers[node]
+        assert graph.node_gateways["checker"] is trainer.gateways[FROZEN]
+        assert trainer.gateways[FROZEN].policy is trainer.frozen_policy
+
+        def play(tasks, seed):
+            episodes = rollout(
+                trainer.env_id,
+                trainer.policies(),
+                tasks=tasks,
+                seed=seed,
+                progress=False,
+                **trainer.config.env_kwargs,
+            )
+            assert not any(e.failed for e in episodes)
+            calls = [c for e in episodes for s in e.steps for c in s.action.inner_calls]
+            return episodes, {node: [c for c in calls if c.node == node] for node in graph.nodes}
+
+        episodes, calls = play([0, 1], seed=0)
+        assert len(calls["writer"]) == 2 and len(calls["checker"]) >= 2  # one write, 1+ checks
+        assert {c.model for c in calls["writer"]} == {trainer.samplers["writer"].name}
+        assert {c.model for c in calls["checker"]} == {trainer.frozen_policy.name}
+        transitions = flatten(episodes, "identical", ["writer"])
+        # the writer node's calls, and only those, with the gateway's exact tokens
+        assert {t.agent for t in transitions} == {"writer"}
+        assert [t.response_token_ids for t in transitions] == [
+            c.response_token_ids for c in calls["writer"]
+        ]
+
+        for t, sign in zip(transitions, [1.0, -1.0], strict=True):
+            t.advantage = sign
+        state = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+        trainer.update(transitions)
+        trainer.step += 1
+        trainer.sampling.sync(["writer"], trainer.step)
+        after = trainer.model.state_dict()
+        changed = {k for k, v in state.items() if not torch.equal(after[k], v)}
+        assert changed and all(".writer." in k for k in changed)  # the writer's adapter only
+
+        _, calls = play([2], seed=1)
+        assert all(c.policy_version == 1 for c in calls["writer"])  # the new weights
+        assert {c.model for c in calls["checker"]} == {trainer.frozen_policy.name}
+
+        metrics = trainer.train_step()
+        assert metrics["failed_episodes"] == 0 and metrics["stale_transitions"] == 0
+        # one writer call an episode, and a rewriter call for each rejection
+        assert metrics["transitions"] >= metrics["episodes"]
+        assert {"reward/writer", "reward/rewriter"} <= set(metrics)
+        assert all(not g.calls() for g in trainer.gateways.values())

@@ -166,6 +166,27 @@ def test_train_agents_by_regex():
     assert [where(t) for t in transitions] == [("writer", 0, 0), ("writer", 0, 1), ("writer", 2, 0)]
 
 
+def test_graph_nodes_are_trained_as_agents_with_their_steps_credit():
+    # step 0's action is one graph's work: a "draft" node's call, then a "review" node's
+    nodes = {0: "draft", 1: "review"}
+    inner = [completion(0, node=nodes[i], response_token_ids=[30 + i, 2]) for i in range(2)]
+    graph = episode(actions={0: Completion(text="final", inner_calls=inner)})
+    drafts = flatten([graph], train_agents=["draft"])
+    assert [where(t) for t in drafts] == [("draft", 0, 0)]
+    assert drafts[0].response_token_ids == [30, 2]
+    assert drafts[0].reward == pytest.approx(1.25)  # the writer's return: the graph's step
+    assert [where(t) for t in flatten([graph], train_agents="draft|review|checker")] == [
+        ("draft", 0, 0),
+        ("review", 0, 1),
+        ("checker", 1, 0),
+        ("checker", 3, 0),
+    ]
+    # a node that made no call here is known when the caller names it
+    with pytest.raises(ValueError, match="unknown agents \\['rewrite'\\]"):
+        flatten([graph], train_agents=["rewrite"])
+    assert flatten([graph], train_agents=["rewrite"], agents=["draft", "rewrite"]) == []
+
+
 def test_select_agents():
     agents = ["writer", "checker", "judge"]
     assert select_agents(agents, None) == {"writer", "checker", "judge"}
