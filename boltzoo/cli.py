@@ -305,9 +305,9 @@ def cmd_sft(args: argparse.Namespace) -> int:
     from boltzoo.lightningrl.sft import SFTTrainer
 
     config = SFTConfig(**_given_config(args, SFTConfig))
-    trainer = SFTTrainer(config)
-    config.save(Path(config.output_dir) / "config.json")
-    history = trainer.train()
+    with SFTTrainer(config) as trainer:  # (a framework's gateways stop on leaving)
+        config.save(Path(config.output_dir) / "config.json")
+        history = trainer.train()
     if history:
         print(
             f"step {history[-1]['step']}: loss {history[-1]['sft_loss']:.3f}, "

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any, TypedDict
 
 from boltzoo.agents.frameworks import NodeGraph
+from boltzoo.errors import MissingDependencyError
 from boltzoo.registration import resolve_env_id
 
 # What each agent is told; the tools come from the env.
@@ -125,15 +126,21 @@ def langgraph_sql_graph(env_id: str, agent: str, max_rounds: int = 2) -> NodeGra
     -> check_query -> (rejected: rewrite_query -> execute -> check_query, at most
     ``max_rounds`` times) -> answer (the final query in a ```` ```sql ```` block, the env
     action). The nodes that call the model are ``writer``, ``checker`` and ``rewriter``, each
-    with sql-v0's own prompt and message for that role, so a model warm-started on the env's
-    team plays the graph as it played the env."""
+    with sql-v0's default prompt and message for that role, so a model warm-started on the env
+    plays the graph as it played the env (an env's ``prompts=`` override does not reach the
+    graph: the graph's prompts are its own)."""
     if resolve_env_id(env_id) != "boltzoo/sql-v0" or agent != "writer":
         raise ValueError(
             f"langgraph-sql-graph is sql-v0's whole workflow in one graph: it plays sql-v0's "
             f"writer with agents=['writer'] (-e 'agents=[\"writer\"]'), not {agent!r} of {env_id}"
         )
-    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
-    from langgraph.graph import END, START, StateGraph
+    try:
+        from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+        from langgraph.graph import END, START, StateGraph
+    except ImportError:
+        raise MissingDependencyError(
+            "langgraph-sql-graph needs langgraph: pip install 'boltzoo[agents]'"
+        ) from None
 
     from boltzoo.envs.protocol import extract_sql, parse_verdict
     from boltzoo.envs.sql_v0 import (
@@ -194,7 +201,8 @@ def langgraph_sql_graph(env_id: str, agent: str, max_rounds: int = 2) -> NodeGra
         return graph.compile(name="sql_agent")
 
     build.__name__ = "langgraph_sql_graph"
-    return NodeGraph(build, SQL_GRAPH_NODES)
+    # write, execute, check; rewrite, execute, check per round; answer (and one to spare)
+    return NodeGraph(build, SQL_GRAPH_NODES, recursion_limit=5 + 3 * max_rounds)
 
 
 # framework name -> the bundled agent builder, ``(env_id, agent) -> build_agent``

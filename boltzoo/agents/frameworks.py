@@ -32,6 +32,7 @@ import asyncio
 import dataclasses
 import inspect
 import json
+import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -259,15 +260,23 @@ class NodeGraph:
         build: ``(models, tools) -> graph``; ``models`` maps each node name to its chat model
             (a ``langchain_openai.ChatOpenAI`` whose calls are recorded under that name),
             ``tools`` are the env's tools as LangChain ``StructuredTool``s.
-        nodes: the names of the nodes that call the model; LightningRL trains them as agents.
+        nodes: the names of the nodes that call the model; LightningRL trains them as agents
+            (letters, digits, ``_`` and ``-``: they go into the session URL).
+        recursion_limit: the graph steps a run may take at most (LangGraph's
+            ``recursion_limit``; the policy uses the larger of this and its own).
     """
 
     build: Callable[[dict[str, Any], list[Any]], Any]
     nodes: tuple[str, ...]
+    recursion_limit: int = 12
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "nodes", tuple(self.nodes))
         if not self.nodes or len(set(self.nodes)) != len(self.nodes):
             raise ValueError(f"a NodeGraph needs distinct node names, got {self.nodes!r}")
+        bad = [n for n in self.nodes if not re.fullmatch(r"[A-Za-z0-9_-]+", n)]
+        if bad:
+            raise ValueError(f"node names {bad}: use letters, digits, '_' and '-' only")
 
     def __call__(self, models: dict[str, Any], tools: list[Any]) -> Any:
         return self.build(models, tools)
@@ -313,7 +322,7 @@ class LangGraphPolicy(_FrameworkPolicy):
         node_gateways: Mapping[str, Gateway] | None = None,
     ):
         super().__init__(build_agent, gateway, max_concurrency)
-        self.recursion_limit = recursion_limit
+        self.recursion_limit = max(recursion_limit, getattr(build_agent, "recursion_limit", 0))
         self.nodes = tuple(nodes if nodes is not None else getattr(build_agent, "nodes", ()))
         self.node_gateways = dict(node_gateways or {})
         unknown = set(self.node_gateways) - set(self.nodes)

@@ -23,6 +23,8 @@ Estimator = Literal["grpo", "rloo", "reinforce++"]
 GroupBy = Literal["task", "task_agent", "task_agent_turn"]
 KLEstimator = Literal["k1", "k2", "k3"]
 Aggregation = Literal["token", "sequence", "episode"]
+# the framework adapters, and the bundled graphs that play a whole workflow node by node
+Framework = Literal["autogen", "openai-agents", "langgraph", "langgraph-sql-graph"]
 
 
 def choices(config_class: type) -> dict[str, tuple[Any, ...]]:
@@ -64,16 +66,14 @@ class TrainerConfig:
         "every trained agent shares one policy named 'policy' (JSON on the command line)",
         default_factory=dict,
     )
-    framework: Literal["autogen", "openai-agents", "langgraph", "langgraph-sql-graph"] | None = (
-        _help(
-            "autogen | openai-agents | langgraph: the trained agents act as agents of that "
-            "framework (the bundled example agents, or your own via "
-            "Trainer(agent_builders=...)), calling the model through a gateway over the sampler; "
-            "LightningRL learns from the calls it recorded. langgraph-sql-graph: sql-v0 "
-            "(agents=['writer']) is played by the paper's SQL agent, one LangGraph graph whose "
-            "nodes writer, checker and rewriter are the agents that train_agents selects",
-            default=None,
-        )
+    framework: Framework | None = _help(
+        "autogen | openai-agents | langgraph: the trained agents act as agents of that "
+        "framework (the bundled example agents, or your own via "
+        "Trainer(agent_builders=...)), calling the model through a gateway over the sampler; "
+        "LightningRL learns from the calls it recorded. langgraph-sql-graph: sql-v0 "
+        "(agents=['writer']) is played by the paper's SQL agent, one LangGraph graph whose "
+        "nodes writer, checker and rewriter are the agents that train_agents selects",
+        default=None,
     )
     lora_r: int = _help(
         "LoRA rank; 0 trains the full weights, > 0 one LoRA adapter (peft) per policy name on "
@@ -257,6 +257,12 @@ class SFTConfig:
     policy_map: dict[str, str] = _help(
         "agent -> policy name, as in RL (agents with one name share an adapter)",
         default_factory=dict,
+    )
+    framework: Framework | None = _help(
+        "the framework agent that plays the evaluation (as in RL); with a bundled graph "
+        "(langgraph-sql-graph) its nodes are the agents, so train_agents selects nodes of "
+        "demonstrations that graph recorded",
+        default=None,
     )
     init_from: str | None = _help(
         "a run folder (SFT or RL) whose latest weights this run starts from", default=None

@@ -50,12 +50,14 @@ def demonstration_transitions(
     train_agents: Any,
     tokenizer: Any,
     only_successful: bool = False,
+    agents: Any = None,
 ) -> list[Transition]:
     """Return one Transition per LLM call of ``train_agents`` in the demonstrations (failed
     episodes skipped; with ``only_successful`` the unsuccessful ones too). Calls recorded
-    without token ids are tokenised with ``tokenizer``'s chat template."""
+    without token ids are tokenised with ``tokenizer``'s chat template. ``agents``: the names
+    ``train_agents`` may select (a graph's nodes included), as :func:`flatten` takes them."""
     kept = [e for e in episodes if not e.failed and (e.success or not only_successful)]
-    return flatten(kept, "identical", train_agents, tokenizer=tokenizer)
+    return flatten(kept, "identical", train_agents, tokenizer=tokenizer, agents=agents)
 
 
 class SFTTrainer(Trainer):
@@ -76,7 +78,11 @@ class SFTTrainer(Trainer):
         super().__init__(config.trainer_config(), model=model, tokenizer=tokenizer)
         episodes = [e for path in config.demos for e in load_episodes(path)]
         self.transitions = demonstration_transitions(
-            episodes, sorted(self.train_agents), self.tokenizer, config.only_successful
+            episodes,
+            sorted(self.train_agents),
+            self.tokenizer,
+            config.only_successful,
+            agents=self.agents,
         )
         if not self.transitions:
             raise DatasetError(

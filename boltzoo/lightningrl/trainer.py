@@ -216,6 +216,12 @@ class Trainer:
                 f"have (its agents: {self.env_agents})"
             )
         if self.config.framework in examples.GRAPHS:
+            plain = set(builders) - set(graphs)
+            if plain:
+                raise ValueError(
+                    f"framework={self.config.framework!r} plays every agent with its bundled "
+                    f"graph; agent_builders for {sorted(plain)} must be graphs (NodeGraph) too"
+                )
             bundled = examples.EXAMPLES[self.config.framework]
             for agent in self.env_agents:
                 graphs.setdefault(agent, bundled(self.env_id, agent))
@@ -243,8 +249,10 @@ class Trainer:
             node_gateways = {
                 node: self.gateways[self.policy_of.get(node, FROZEN)] for node in graph.nodes
             }
+            # the graph's own label (model, version): its first trained node's policy
+            first = next((n for n in graph.nodes if n in self.policy_of), graph.nodes[0])
             self.agent_policies[agent] = frameworks.LangGraphPolicy(
-                graph, node_gateways[graph.nodes[0]], node_gateways=node_gateways
+                graph, node_gateways[first], node_gateways=node_gateways
             )
         self.sampling.set_agent_policies(self.agent_policies)
 
@@ -519,8 +527,12 @@ class Trainer:
         ok = [e for e in episodes if not e.failed]
         n = max(1, len(episodes))
         # the return includes shaping (tool and format rewards) that the score leaves out
-        # (over the env agents that learn: a graph's agent stands for its nodes)
-        learning = [a for a in self.env_agents if a in self.train_agents or a in self.graphs]
+        # (over the env agents that learn: a graph's agent stands for its trained nodes)
+        learning = [
+            a
+            for a in self.env_agents
+            if (set(self.graphs[a].nodes) if a in self.graphs else {a}) & self.train_agents
+        ]
         returns = [np.mean([e.returns().get(a, 0.0) for a in learning]) for e in ok]
         return {
             "eval_success_rate": sum(bool(e.success) for e in ok) / n,

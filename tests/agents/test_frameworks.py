@@ -171,6 +171,37 @@ def test_the_paper_sql_graph_records_each_call_under_its_node(smollm2_tokenizer)
         assert gateway.calls() == []
 
 
+def test_the_sql_graph_gives_up_after_max_rounds_of_rejections(smollm2_tokenizer):
+    pytest.importorskip("langgraph")
+    from boltzoo.agents.examples import langgraph_sql_graph
+    from boltzoo.agents.frameworks import LangGraphPolicy
+    from boltzoo.envs.sql_v0 import CHECKER_SYSTEM_PROMPT
+
+    def model(turn):  # the checker rejects everything: every round runs
+        system = turn.observation["messages"][0]["content"]
+        if system == CHECKER_SYSTEM_PROMPT:
+            return "VERDICT: INCORRECT - try again"
+        return "```sql\nSELECT 1\n```"
+
+    env = boltzoo.make("sql-v0", split="test", agents=("writer",), schema_rows=0)
+    with Gateway(ScriptedPolicy(model, smollm2_tokenizer, name="smol")) as gateway:
+        graph = langgraph_sql_graph("sql-v0", "writer", max_rounds=3)
+        completion = play_one_turn(env, LangGraphPolicy(graph, gateway), "writer", 0)
+    # within LangGraph's step limit: write and check, then three rewrites, each checked
+    nodes = [call.node for call in completion.inner_calls]
+    assert nodes == ["writer", "checker"] + ["rewriter", "checker"] * 3
+    assert completion.text == "```sql\nSELECT 1\n```"
+
+
+def test_node_graphs_need_distinct_names_fit_for_a_url():
+    from boltzoo.agents.frameworks import NodeGraph
+
+    assert NodeGraph(print, ["draft", "check"]).nodes == ("draft", "check")
+    for nodes in [(), ("draft", "draft"), ("draft/check",), ("a b",)]:
+        with pytest.raises(ValueError, match="node names"):
+            NodeGraph(print, nodes)
+
+
 def test_the_sql_graph_plays_only_the_single_agent_variant():
     pytest.importorskip("langgraph")
     from boltzoo.agents.examples import langgraph_sql_graph

@@ -195,3 +195,19 @@ def test_the_sql_graph_trains_its_writer_node_and_the_checker_calls_the_frozen_m
         assert metrics["transitions"] >= metrics["episodes"]
         assert {"reward/writer", "reward/rewriter"} <= set(metrics)
         assert all(not g.calls() for g in trainer.gateways.values())
+
+
+def test_a_bundled_graph_framework_refuses_plain_agent_builders(
+    tmp_path, smollm2_tokenizer, trainer_config
+):
+    pytest.importorskip("langgraph")
+    config = trainer_config(
+        tmp_path, env="sql-v0", env_kwargs={"agents": ["writer"]}, framework="langgraph-sql-graph"
+    )
+    with pytest.raises(ValueError, match="must be graphs"):
+        Trainer(
+            config,
+            model=tiny_model(len(smollm2_tokenizer)),
+            tokenizer=smollm2_tokenizer,
+            agent_builders={"writer": lambda model, tools: None},
+        )

@@ -186,6 +186,54 @@ def test_rl_init_from_continues_from_the_sft_weights(tmp_path, smollm2_tokenizer
     assert (tmp_path / "sft" / "checkpoints" / "latest").read_text() == before
 
 
+def test_sft_on_a_graphs_demonstrations_learns_the_selected_nodes_calls(
+    tmp_path, smollm2_tokenizer
+):
+    pytest.importorskip("langgraph")
+    from boltzoo.agents.examples import langgraph_sql_graph
+    from boltzoo.agents.frameworks import LangGraphPolicy
+    from boltzoo.agents.gateway import Gateway
+    from boltzoo.envs.sql_v0 import CHECKER_SYSTEM_PROMPT, WRITER_SYSTEM_PROMPT
+
+    env_kwargs = {"agents": ["writer"], "schema_rows": 0}
+
+    def model(turn):  # write a wrong query, have it rejected, rewrite it
+        system = turn.observation["messages"][0]["content"]
+        if system == WRITER_SYSTEM_PROMPT:
+            return "```sql\nSELECT 1\n```"
+        if system == CHECKER_SYSTEM_PROMPT:
+            return "VERDICT: INCORRECT - wrong"
+        return "```sql\nSELECT 2\n```"
+
+    demos = tmp_path / "demos.jsonl"
+    with Gateway(ScriptedPolicy(model, smollm2_tokenizer, name="smol")) as gateway:
+        policy = LangGraphPolicy(langgraph_sql_graph("sql-v0", "writer", max_rounds=1), gateway)
+        episodes = boltzoo.rollout(
+            "sql-v0", {"writer": policy}, tasks=[0, 1], progress=False, **env_kwargs
+        )
+    save_episodes(demos, episodes)
+    config = sft_config(
+        tmp_path,
+        demos,
+        env="sql-v0",
+        env_kwargs=env_kwargs,
+        framework="langgraph-sql-graph",
+        train_agents=["rewriter"],
+    )
+    with SFTTrainer(
+        config, model=tiny_model(len(smollm2_tokenizer)), tokenizer=smollm2_tokenizer
+    ) as trainer:
+        assert trainer.agents == ["checker", "rewriter", "writer"]
+        rewrites = [
+            c for e in episodes for c in e.steps[0].action.inner_calls if c.node == "rewriter"
+        ]
+        assert len(rewrites) == 2
+        assert [t.agent for t in trainer.transitions] == ["rewriter", "rewriter"]
+        assert [t.response_token_ids for t in trainer.transitions] == [
+            c.response_token_ids for c in rewrites
+        ]
+
+
 def test_only_successful_keeps_the_successful_episodes_and_a_used_folder_is_refused(
     tmp_path, smollm2_tokenizer
 ):
