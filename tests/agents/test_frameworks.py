@@ -125,6 +125,33 @@ def test_a_langgraph_react_agent_solves_sql_with_the_env_database(smollm2_tokeni
         assert gateway.calls() == []
 
 
+def test_a_langgraph_react_agent_answers_rag_with_the_env_index(smollm2_tokenizer):
+    pytest.importorskip("langgraph")
+    from boltzoo.agents.examples import langgraph_react_agent
+    from boltzoo.agents.frameworks import LangGraphPolicy
+
+    current = {}
+
+    def model(turn):  # search with the question, then answer from what came back
+        messages = turn.observation["messages"]
+        if messages[-1]["role"] != "tool":
+            return tool_call("search", query=current["question"])
+        assert "[1]" in messages[-1]["content"]  # the env's search results came back
+        return f"Answer: {current['answer']}"
+
+    env = boltzoo.make("rag-v0", split="test", agents=("answerer",), retriever="bm25")
+    with Gateway(ScriptedPolicy(model, smollm2_tokenizer, name="smol")) as gateway:
+        policy = LangGraphPolicy(langgraph_react_agent("rag-v0", "answerer"), gateway)
+        for index in range(2):
+            task = env.unwrapped.tasks[index]
+            current.update(question=task.question, answer=task.answer)
+            completion = play_one_turn(env, policy, "answerer", index)
+            assert env.unwrapped.episode.success, completion.text
+            assert env.infos["answerer"]["retrieved"] > 0  # the search ran in the env
+            assert len(completion.inner_calls) == 2
+            assert_inner_calls_decode(completion, smollm2_tokenizer)
+
+
 def test_the_paper_sql_graph_records_each_call_under_its_node(smollm2_tokenizer):
     pytest.importorskip("langgraph")
     from boltzoo.agents.base import encode_chat
