@@ -338,7 +338,7 @@ class LangGraphPolicy(_FrameworkPolicy):
             return call.completion
         return dataclasses.replace(call.completion, node=call.agent)
 
-    def _chat_model(self, gateway: Gateway, session: str, agent: str) -> Any:
+    def _chat_model(self, gateway: Gateway, session: str, agent: str, http: Any) -> Any:
         try:
             from langchain_openai import ChatOpenAI
         except ImportError:
@@ -350,11 +350,13 @@ class LangGraphPolicy(_FrameworkPolicy):
             base_url=gateway.session_url(session, agent),
             api_key=gateway.api_key or "boltzoo",
             max_retries=0,  # a refused call is an answer to learn from, not to repeat
+            http_async_client=http,
         )
 
     async def _run(self, session: str, specs: list[ToolSpec], turn: Turn, task: str) -> str:
         try:
             from langchain_core.tools import StructuredTool
+            from openai import DefaultAsyncHttpxClient
         except ImportError:
             raise MissingDependencyError(
                 f"LangGraphPolicy needs langchain-openai and langgraph: {_AGENTS_EXTRA}"
@@ -372,18 +374,27 @@ class LangGraphPolicy(_FrameworkPolicy):
             )
 
         tools = [tool(spec) for spec in specs]
-        if self.nodes:
-            models = {
-                node: self._chat_model(self.node_gateways.get(node, self.gateway), session, node)
-                for node in self.nodes
-            }
-            graph = self.build_agent(models, tools)
-        else:
-            graph = self.build_agent(self._chat_model(self.gateway, session, turn.agent), tools)
-        result = await graph.ainvoke(
-            {"messages": [{"role": "user", "content": task}]},
-            config={"recursion_limit": self.recursion_limit},
-        )
+        # one HTTP client for the run, closed with it (ChatOpenAI's own would be closed by the
+        # garbage collector after the turns' event loop is gone, logging an error each)
+        http = DefaultAsyncHttpxClient()
+        try:
+            if self.nodes:
+                models = {
+                    node: self._chat_model(
+                        self.node_gateways.get(node, self.gateway), session, node, http
+                    )
+                    for node in self.nodes
+                }
+                graph = self.build_agent(models, tools)
+            else:
+                model = self._chat_model(self.gateway, session, turn.agent, http)
+                graph = self.build_agent(model, tools)
+            result = await graph.ainvoke(
+                {"messages": [{"role": "user", "content": task}]},
+                config={"recursion_limit": self.recursion_limit},
+            )
+        finally:
+            await http.aclose()
         final = result["messages"][-1] if isinstance(result, dict) else result
         content = getattr(final, "content", final)
         if isinstance(content, list):  # content parts: keep the text ones
