@@ -170,9 +170,11 @@ class TrainerConfig:
         "constant | cosine | linear (after warm-up)", default="constant"
     )
     max_grad_norm: float = _help("gradient clipping", default=1.0)
-    micro_batch_tokens: int = _help(
-        "tokens per micro-batch (sequences bucketed by length; gradients accumulate)",
-        default=8192,
+    micro_batch_tokens: int | None = _help(
+        "tokens per micro-batch (sequences bucketed by length; gradients accumulate); default: "
+        "1024 on the CPU (the fastest there, and 8k tokens' activations took 16 GB: "
+        "BENCHMARKS.md), 8192 on a GPU",
+        default=None,
     )
 
     # --- evaluation, checkpoints, hardware
@@ -278,9 +280,10 @@ class SFTConfig:
     lr: float = _help("AdamW learning rate", default=5e-4)
     weight_decay: float = _help("AdamW weight decay", default=0.0)
     max_grad_norm: float = _help("gradient clipping", default=1.0)
-    micro_batch_tokens: int = _help(
-        "tokens per micro-batch (gradients accumulate over a batch's micro-batches)",
-        default=8192,
+    micro_batch_tokens: int | None = _help(
+        "tokens per micro-batch (gradients accumulate over a batch's micro-batches); default: "
+        "1024 on the CPU, 8192 on a GPU, as in RL",
+        default=None,
     )
     max_new_tokens: int = _help("new tokens per LLM call in evaluation", default=64)
     eval_tasks: int = _help(

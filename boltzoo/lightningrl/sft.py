@@ -142,7 +142,7 @@ class SFTTrainer(Trainer):
         loss_sum = 0.0
         pad = getattr(self.policy, "pad_token_id", 0)  # any id will do: padding is masked
         # an episode's calls that continue each other are one sequence, one forward pass
-        for micro in micro_batches(pack_calls(batch), cfg.micro_batch_tokens):
+        for micro in micro_batches(pack_calls(batch), self.micro_batch_tokens):
             with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.use_bf16):
                 logprobs, mask, _ = response_logprobs(model, micro, 1.0, pad)
             # L = -sum_t m_t log p(y_t) / sum_t m_t over the batch's response tokens

@@ -27,6 +27,7 @@ import copy
 import json
 import math
 import random
+import resource
 import time
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,16 @@ from boltzoo.lightningrl.weights import (
 )
 from boltzoo.registration import make, resolve_env_id
 from boltzoo.rollout import evaluation_tasks
+
+
+def _rss_mib() -> float | None:
+    """Return the process's resident memory in MiB now (None where /proc is missing)."""
+    try:
+        with open("/proc/self/statm") as statm:
+            pages = int(statm.read().split()[1])
+    except OSError:
+        return None
+    return pages * resource.getpagesize() / 2**20
 
 
 class Trainer:
@@ -101,6 +112,10 @@ class Trainer:
             model, tokenizer = load_model(cfg.model, device=device)
             model = model.float()  # the learner's master weights stay fp32; bf16 is autocast
         self.device = torch.device(device)
+        # on a CPU, small micro-batches are faster and keep activations to a few GB
+        self.micro_batch_tokens = cfg.micro_batch_tokens or (
+            8192 if self.device.type == "cuda" else 1024
+        )
         self.tokenizer = tokenizer
         self.use_bf16 = cfg.precision == "bf16" and (
             self.device.type == "cuda"
@@ -370,6 +385,9 @@ class Trainer:
             "train_tokens_per_second": train_tokens / update_seconds if update_seconds else 0.0,
             "skipped_updates": self.skipped_updates,
             "train_seconds": self.train_seconds,
+            # the process's memory: a run that grows step by step shows it here before it dies
+            "rss_mib": _rss_mib(),
+            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             **update,
         }
         tool_counts = [e.steps[-1].info.get("tool_calls") for e in ok if e.steps]
@@ -439,7 +457,7 @@ class Trainer:
         # Calls that continue each other share one forward pass (the token mean allows it: a
         # token weighs the same wherever it sits); sequence and episode means keep calls apart.
         rows = pack_calls(transitions, merge=cfg.pack_calls and cfg.aggregation == "token")
-        for batch in micro_batches(rows, cfg.micro_batch_tokens, by_episode=by_episode):
+        for batch in micro_batches(rows, self.micro_batch_tokens, by_episode=by_episode):
             out = self._micro_batch_loss(model, batch)
             if not torch.isfinite(out.loss):
                 return False
