@@ -239,3 +239,21 @@ def test_every_estimator_spelled_as_the_config_spells_it_trains(
     history = trainer.train()
     assert [m["step"] for m in history] == [1, 2] and history[0]["advantage_std"] > 0
     assert any(not torch.equal(v, trainer.model.state_dict()[k]) for k, v in before.items())
+
+
+def test_micro_batches_default_to_the_devices_size_and_steps_report_memory(
+    tmp_path, smollm2_tokenizer, trainer_config
+):
+    def trainer(**overrides):
+        config = trainer_config(tmp_path, **overrides)
+        return Trainer(
+            config, model=tiny_model(len(smollm2_tokenizer)), tokenizer=smollm2_tokenizer
+        )
+
+    assert trainer().micro_batch_tokens == 1024  # the CPU's default
+    with trainer(micro_batch_tokens=300) as explicit:
+        assert explicit.micro_batch_tokens == 300
+        metrics = explicit.train_step()
+    # the process's memory now and at its peak, in MiB (the kernel counts the two a little
+    # differently: the peak may read a few pages under the current figure)
+    assert metrics["rss_mib"] > 100 and metrics["peak_rss_mib"] > 100
