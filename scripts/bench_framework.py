@@ -1,20 +1,30 @@
-"""An AutoGen AssistantAgent trained by LightningRL through the gateway, its code unchanged.
+"""A framework agent trained by LightningRL through the gateway, its code unchanged.
 
     python scripts/bench_framework.py --minutes 8 --out benchmarks/results/framework.json
+    python scripts/bench_framework.py --framework langgraph-sql-graph --init-from runs/sql/sft \
+        --minutes 10 --eval-tasks 100 --out benchmarks/results/framework_sql_graph.json
 
-One ``boltzoo train math-v0 --framework autogen`` run: the solver is the bundled AutoGen
-``AssistantAgent`` (``boltzoo.agents.examples.autogen_assistant``, with the env's calculator as
-its tool), which calls SmolLM2 over HTTP through boltzoo's OpenAI-compatible gateway; the learner
-trains a LoRA adapter on the calls the gateway recorded (exact token ids and logprobs) and the
-gateway serves the new weights from the next step on. The agent is never edited.
+One ``boltzoo train`` run with ``--framework``.
 
-The env pays the task reward (a right marked final answer: 1) and ``format_reward=1.0`` for a
-marked final answer (``\\boxed{}``, a ``####`` line or an ``Answer:`` line), a signal SmolLM2-135M
-can learn within minutes (it rarely marks its answer, and when it does the arithmetic is mostly
-wrong: BENCHMARKS.md). Held-out figures (greedy, ``--eval-tasks`` test problems spread over the
-split) before and after: success (a right marked answer) and the share of marked answers (the
-trained agent's return less its task reward). Writes them to ``--out`` and the training curves
-to a PNG next to it.
+``autogen`` / ``openai-agents`` (math-v0): the solver is the bundled AutoGen ``AssistantAgent``
+(``boltzoo.agents.examples.autogen_assistant``, with the env's calculator as its tool) or Agents
+SDK ``Agent``, which calls SmolLM2 over HTTP through boltzoo's OpenAI-compatible gateway; the
+learner trains a LoRA adapter on the calls the gateway recorded (exact token ids and logprobs)
+and the gateway serves the new weights from the next step on. The agent is never edited. The env
+pays the task reward (a right marked final answer: 1) and ``format_reward=1.0`` for a marked
+final answer (``\\boxed{}``, a ``####`` line or an ``Answer:`` line), a signal SmolLM2-135M can
+learn within minutes. Held-out: success and the share of marked answers (the trained agent's
+return less its task reward).
+
+``langgraph-sql-graph`` (sql-v0, ``agents=["writer"]``, schema without example rows): the
+paper's SQL agent, one LangGraph graph (write_query -> execute -> check_query -> rewrite_query,
+at most two rounds -> answer). Its writer and rewriter nodes train (one shared LoRA adapter,
+from ``--init-from``'s warm start when given); its checker node calls the frozen model.
+Held-out: execution accuracy on ``test``; in training, the trained nodes' calls per episode
+(1 + the rewrites after the checker's rejections).
+
+Figures are greedy, on ``--eval-tasks`` test tasks spread over the split, before and after.
+Writes them to ``--out`` and the training curves to a PNG next to it.
 """
 
 from __future__ import annotations
@@ -28,19 +38,32 @@ from benchlib import LORA_RUN_ARGS, plot_panels, train, write_record
 
 def train_args(args: argparse.Namespace) -> list[str]:
     """Return the ``boltzoo train`` arguments of the run."""
+    if args.framework == "langgraph-sql-graph":
+        init = ["--init-from", str(args.init_from)] if args.init_from else []
+        return [
+            "sql-v0", "--model", args.model, "--framework", args.framework, *init,
+            "--env-kwargs", json.dumps({"agents": ["writer"], "schema_rows": 0}),
+            "--train-agents", "writer|rewriter", "--max-train-minutes", str(args.minutes),
+            "--max-new-tokens", "96", "--eval-every", "1000",
+            "--eval-tasks", str(args.eval_tasks), *LORA_RUN_ARGS, "--lr", str(args.lr),
+        ]  # fmt: skip
     env_kwargs = {"level": "easy", "max_turns": 1, "format_reward": 1.0, "few_shot": False}
     return [
         "math-v0", "--model", args.model, "--framework", args.framework,
         "--env-kwargs", json.dumps(env_kwargs), "--train-agents", '["solver"]',
         "--max-train-minutes", str(args.minutes), "--max-new-tokens", "64",
         "--eval-every", "1000", "--eval-tasks", str(args.eval_tasks), *LORA_RUN_ARGS,
+        "--lr", str(args.lr),
     ]  # fmt: skip
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="smollm2-135m")
-    parser.add_argument("--framework", default="autogen", choices=["autogen", "openai-agents"])
+    frameworks = ["autogen", "openai-agents", "langgraph-sql-graph"]
+    parser.add_argument("--framework", default="autogen", choices=frameworks)
+    parser.add_argument("--init-from", type=Path, default=None, help="a warm start's run folder")
+    parser.add_argument("--lr", type=float, default=5e-4)
     parser.add_argument("--minutes", type=float, default=8.0, help="training minutes")
     parser.add_argument("--eval-tasks", type=int, default=64)
     parser.add_argument("--run", type=Path, default=Path("runs/framework"))
@@ -65,20 +88,21 @@ def main() -> None:
         / sum(m["episodes"] for m in steps),
         "held_out_success_before": first["eval_success_rate"],
         "held_out_success_after": last["eval_success_rate"],
-        # the solver's return is its task reward (the score) plus 1 for a marked answer
-        "held_out_marked_before": first["eval_return"] - first["eval_score"],
-        "held_out_marked_after": last["eval_return"] - last["eval_score"],
         "command": "boltzoo train " + " ".join(command),
         **curve,
     }
+    if args.framework != "langgraph-sql-graph":
+        # the solver's return is its task reward (the score) plus 1 for a marked answer
+        row["held_out_marked_before"] = first["eval_return"] - first["eval_score"]
+        row["held_out_marked_after"] = last["eval_return"] - last["eval_score"]
     print(json.dumps({k: v for k, v in row.items() if k not in curve}))
     if args.out:
         write_record(args.out, [row])
         panels = {
-            "reward": "solver's reward per LLM call (task + format)",
+            "reward": "reward per trained LLM call",
             "success_rate": "right answers (training, sampled)",
         }
-        plot_panels({f"{args.framework} solver": curve}, panels, args.out.with_suffix(".png"))
+        plot_panels({args.framework: curve}, panels, args.out.with_suffix(".png"))
 
 
 if __name__ == "__main__":
