@@ -13,8 +13,8 @@ from boltzoo.agents.gateway import Gateway
 pytest.importorskip("autogen_agentchat")
 pytest.importorskip("agents")
 
-from boltzoo.agents.examples import autogen_assistant, openai_agents_assistant  # noqa: E402
-from boltzoo.agents.frameworks import AutoGenPolicy, OpenAIAgentsPolicy  # noqa: E402
+from boltzoo.agents.examples import autogen_assistant  # noqa: E402
+from boltzoo.agents.frameworks import AutoGenPolicy  # noqa: E402
 
 
 def tool_call(name, **arguments):
@@ -67,10 +67,16 @@ def test_autogen_assistant_solves_math_with_the_env_calculator(smollm2_tokenizer
         assert gateway.calls() == []  # every session's calls were taken into the Completions
 
 
-def test_openai_agents_sdk_answerer_searches_the_env_index(smollm2_tokenizer):
+@pytest.mark.parametrize("framework", ["openai-agents", "langgraph"])
+def test_a_framework_answerer_searches_the_env_index(smollm2_tokenizer, framework):
+    if framework == "langgraph":
+        pytest.importorskip("langgraph")
+    from boltzoo.agents.examples import EXAMPLES
+    from boltzoo.agents.frameworks import ADAPTERS
+
     current = {}
 
-    def model(turn):
+    def model(turn):  # search with the question, then answer from what came back
         messages = turn.observation["messages"]
         if messages[-1]["role"] != "tool":
             return tool_call("search", query=current["question"])
@@ -79,16 +85,17 @@ def test_openai_agents_sdk_answerer_searches_the_env_index(smollm2_tokenizer):
 
     env = boltzoo.make("rag-v0", split="test", agents=("answerer",), retriever="bm25")
     with Gateway(ScriptedPolicy(model, smollm2_tokenizer, name="smol")) as gateway:
-        policy = OpenAIAgentsPolicy(openai_agents_assistant("rag-v0", "answerer"), gateway)
+        policy = ADAPTERS[framework](EXAMPLES[framework]("rag-v0", "answerer"), gateway)
         for index in range(3):
             task = env.unwrapped.tasks[index]
             current.update(question=task.question, answer=task.answer)
             completion = play_one_turn(env, policy, "answerer", index)
             assert env.unwrapped.episode.success, completion.text
+            assert env.infos["answerer"]["retrieved"] > 0  # the search ran in the env
             assert completion.text == f"Answer: {task.answer}"
             assert len(completion.inner_calls) == 2
             assert_inner_calls_decode(completion, smollm2_tokenizer)
-            assert completion.model == "openai-agents:smol"
+            assert completion.model == f"{framework}:smol"
 
 
 def test_a_langgraph_react_agent_solves_sql_with_the_env_database(smollm2_tokenizer):
@@ -123,33 +130,6 @@ def test_a_langgraph_react_agent_solves_sql_with_the_env_database(smollm2_tokeni
             assert "<|im_start|>tool" in second or "Tool result" in second
             assert completion.model == "langgraph:smol"
         assert gateway.calls() == []
-
-
-def test_a_langgraph_react_agent_answers_rag_with_the_env_index(smollm2_tokenizer):
-    pytest.importorskip("langgraph")
-    from boltzoo.agents.examples import langgraph_react_agent
-    from boltzoo.agents.frameworks import LangGraphPolicy
-
-    current = {}
-
-    def model(turn):  # search with the question, then answer from what came back
-        messages = turn.observation["messages"]
-        if messages[-1]["role"] != "tool":
-            return tool_call("search", query=current["question"])
-        assert "[1]" in messages[-1]["content"]  # the env's search results came back
-        return f"Answer: {current['answer']}"
-
-    env = boltzoo.make("rag-v0", split="test", agents=("answerer",), retriever="bm25")
-    with Gateway(ScriptedPolicy(model, smollm2_tokenizer, name="smol")) as gateway:
-        policy = LangGraphPolicy(langgraph_react_agent("rag-v0", "answerer"), gateway)
-        for index in range(2):
-            task = env.unwrapped.tasks[index]
-            current.update(question=task.question, answer=task.answer)
-            completion = play_one_turn(env, policy, "answerer", index)
-            assert env.unwrapped.episode.success, completion.text
-            assert env.infos["answerer"]["retrieved"] > 0  # the search ran in the env
-            assert len(completion.inner_calls) == 2
-            assert_inner_calls_decode(completion, smollm2_tokenizer)
 
 
 def test_the_paper_sql_graph_records_each_call_under_its_node(smollm2_tokenizer):
