@@ -129,7 +129,7 @@ class Trainer:
         if agent_builders and not cfg.framework:
             raise ValueError("agent_builders needs config.framework (autogen, openai-agents, ...)")
         # env agent -> the graph that plays it node by node (its nodes are trained as agents)
-        self.graphs = self._node_graphs(agent_builders or {})
+        self.graphs = self._node_graphs(agent_builders or {}) if cfg.framework else {}
         nodes = {node for graph in self.graphs.values() for node in graph.nodes}
         # the names that learn: the env's agents, a graph-played agent replaced by its nodes
         self.agents = sorted((set(self.env_agents) - set(self.graphs)) | nodes)
