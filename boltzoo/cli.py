@@ -70,6 +70,33 @@ def summarize(episodes: Sequence[Episode]) -> dict[str, float]:
     }
 
 
+def success_by(episodes: Sequence[Episode], tasks: Sequence[Any], field: str) -> dict[str, Any]:
+    """Return ``{value: {"episodes": n, "success_rate": r}}`` over the values of a task
+    attribute (``template``, ``level``, ``db_id``, ``hops``...), hardest first.
+
+    Args:
+        episodes: Played episodes; each names its task by ``task_index``.
+        tasks: The env's task list (``env.unwrapped.tasks``) the indices refer to.
+        field: The attribute of the tasks to group by.
+
+    Raises:
+        ValueError: When the tasks have no such attribute (the message lists theirs).
+    """
+    if tasks and not hasattr(tasks[0], field):
+        names = sorted(getattr(tasks[0], "__dataclass_fields__", {}))
+        raise ValueError(f"the tasks have no field {field!r}; theirs: {', '.join(names)}")
+    groups: dict[str, list[Episode]] = {}
+    for episode in episodes:
+        value = getattr(tasks[episode.task_index], field)
+        groups.setdefault(str(value), []).append(episode)
+    rows = {value: summarize(group) for value, group in groups.items()}
+    order = sorted(rows, key=lambda value: (rows[value]["success_rate"], value))
+    return {
+        value: {"episodes": rows[value]["episodes"], "success_rate": rows[value]["success_rate"]}
+        for value in order
+    }
+
+
 # the frameworks whose bundled agents --policy plays (TrainerConfig.framework's list)
 FRAMEWORK_POLICIES = tuple(v for v in choices(TrainerConfig)["framework"] if v is not None)
 
@@ -95,6 +122,11 @@ def play(args: argparse.Namespace) -> tuple[list[Episode], dict[str, Any]]:
     env = make(env_id, **env_kwargs)
     agents = env.unwrapped.possible_agents
     num_tasks = env.unwrapped.num_tasks
+    if args.by:  # a wrong field fails now, not after every episode has been played
+        try:
+            success_by([], env.unwrapped.tasks, args.by)
+        except ValueError as error:
+            raise SystemExit(f"boltzoo: --by: {error}") from None
     gateway = None
     if args.policy in FRAMEWORK_POLICIES:
         # A framework agent per workflow agent, all talking to the model through one gateway.
@@ -143,6 +175,8 @@ def play(args: argparse.Namespace) -> tuple[list[Episode], dict[str, Any]]:
         steps_per_second=round(summary["steps"] / elapsed, 1) if elapsed > 0 else 0.0,
         tokens_per_second=round(summary["response_tokens"] / elapsed, 1) if elapsed > 0 else 0.0,
     )
+    if args.by:
+        summary["by"] = {args.by: success_by(episodes, env.unwrapped.tasks, args.by)}
     return episodes, summary
 
 
@@ -156,6 +190,11 @@ def _print_summary(args: argparse.Namespace, summary: dict[str, Any]) -> None:
         f"{summary['mean_score']:.3f}, failed {summary['failed']}, "
         f"{summary['steps_per_second']} env steps/s, {summary['tokens_per_second']} tokens/s"
     )
+    for field, rows in summary.get("by", {}).items():
+        width = max(len(field), *(len(value) for value in rows))
+        print(f"{field:<{width}}  episodes  success")
+        for value, row in rows.items():
+            print(f"{value:<{width}}  {row['episodes']:>8}  {row['success_rate']:>7.1%}")
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -386,6 +425,13 @@ def _play_arguments(parser: argparse.ArgumentParser, split: str) -> None:
         "--ray-address",
         default=None,
         help="the Ray cluster to join (auto or host:port); default: a local Ray on 127.0.0.1",
+    )
+    parser.add_argument(
+        "--by",
+        default=None,
+        metavar="FIELD",
+        help="also give success per value of a task field, hardest first (template, level, "
+        "db_id, hops...)",
     )
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -263,3 +263,36 @@ def test_string_flags_are_taken_as_written_and_json_flags_parsed():
     assert config.output_dir == "2024" and config.ray_address == "10.0.0.1:6379"
     assert config.estimator == "reinforce++" and config.policy_map == {"solver": "p"}
     assert config.steps == 3
+
+
+def test_eval_by_a_task_field_gives_success_per_value_hardest_first(capsys):
+    # math-v0's naive policy solves a medium template now and then: the breakdown must add up
+    # to the overall figures and name every value of the field among the played tasks
+    from boltzoo.registration import make
+    from boltzoo.rollout import evaluation_tasks
+
+    args = ["eval", "math-v0", "--policy", "naive", "--episodes", "60", "-e", "level=medium"]
+    assert main([*args, "--quiet", "--by", "template", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    rows = summary["by"]["template"]
+    env = make("boltzoo/math-v0", split="test", level="medium").unwrapped
+    played = evaluation_tasks(env.num_tasks, 60)
+    assert set(rows) == {env.tasks[i].template for i in played}
+    assert sum(row["episodes"] for row in rows.values()) == 60
+    solved = sum(row["success_rate"] * row["episodes"] for row in rows.values())
+    assert 0 < solved == pytest.approx(summary["success_rate"] * 60)
+    rates = [row["success_rate"] for row in rows.values()]
+    assert rates == sorted(rates) and rates[0] < rates[-1]
+
+    assert main([*args, "--quiet", "--by", "level"]) == 0  # a header, then a line per value
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].split() == ["level", "episodes", "success"]
+    assert lines[2].split() == ["medium", "60", f"{summary['success_rate']:.1%}"]
+
+
+def test_eval_by_a_field_the_tasks_lack_fails_before_playing(capsys, monkeypatch):
+    import boltzoo.cli as cli
+
+    monkeypatch.setattr(cli, "rollout", lambda *a, **k: pytest.fail("played before checking"))
+    with pytest.raises(SystemExit, match="no field 'colour'; theirs: .*template"):
+        main(["eval", "math-v0", "--policy", "oracle", "--by", "colour", "--quiet"])
