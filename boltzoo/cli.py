@@ -29,6 +29,7 @@ from typing import Any
 from boltzoo.agents.scripted import SCRIPTED_POLICIES
 from boltzoo.episode import Episode
 from boltzoo.lightningrl.config import TrainerConfig, choices
+from boltzoo.lightningrl.curriculum import task_pools
 from boltzoo.registration import make, registered_envs, resolve_env_id
 from boltzoo.rollout import evaluation_tasks, rollout
 from boltzoo.tracing import configure_from_env
@@ -82,13 +83,10 @@ def success_by(episodes: Sequence[Episode], tasks: Sequence[Any], field: str) ->
     Raises:
         ValueError: When the tasks have no such attribute (the message lists theirs).
     """
-    if tasks and not hasattr(tasks[0], field):
-        names = sorted(getattr(tasks[0], "__dataclass_fields__", {}))
-        raise ValueError(f"the tasks have no field {field!r}; theirs: {', '.join(names)}")
+    pools = task_pools(tasks, field)
     groups: dict[str, list[Episode]] = {}
     for episode in episodes:
-        value = getattr(tasks[episode.task_index], field)
-        groups.setdefault(str(value), []).append(episode)
+        groups.setdefault(pools[episode.task_index], []).append(episode)
     rows = {value: summarize(group) for value, group in groups.items()}
     order = sorted(rows, key=lambda value: (rows[value]["success_rate"], value))
     return {

@@ -101,6 +101,19 @@ class TrainerConfig:
         default=None,
     )
     tasks_per_step: int = _help("tasks sampled per step", default=8)
+    task_sampling: Literal["uniform", "learnability"] = _help(
+        "uniform: every task alike; learnability: tasks in proportion to their pool's estimated "
+        "reward variance p (1 - p), from the run's own episodes (curriculum.py)",
+        default="uniform",
+    )
+    task_pool_field: str | None = _help(
+        "learnability: the task field whose values pool tasks' outcomes (template, level, "
+        "db_id; None: each task alone)",
+        default=None,
+    )
+    task_pool_decay: float = _help(
+        "learnability: old outcome counts are multiplied by this each step", default=0.9
+    )
     group_size: int = _help("rollouts of each task per step (GRPO groups)", default=4)
     max_new_tokens: int = _help("new tokens per LLM call", default=64)
     temperature: float = _help("sampling temperature of rollouts", default=1.0)
@@ -208,6 +221,8 @@ class TrainerConfig:
         for name in ("steps", "tasks_per_step", "group_size", "max_new_tokens", "epochs_per_step"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if not 0.0 < self.task_pool_decay <= 1.0:
+            raise ValueError(f"task_pool_decay must be in (0, 1], got {self.task_pool_decay}")
         if self.lora_r < 0:
             raise ValueError(f"lora_r must be 0 (full weights) or a rank > 0, got {self.lora_r}")
         if not isinstance(self.policy_map, dict):

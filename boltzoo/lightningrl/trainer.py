@@ -2,7 +2,8 @@
 
 One step, top to bottom (``Trainer.train_step``):
 
-1. sample ``tasks_per_step`` tasks; run ``group_size`` rollouts of each (``boltzoo.rollout``);
+1. draw ``tasks_per_step`` tasks (uniformly, or by learnability: ``curriculum.py``); run
+   ``group_size`` rollouts of each (``boltzoo.rollout``);
 2. drop every group that holds a failed episode (policy or env error, timeout, over-long prompt);
 3. ``flatten``: one transition per LLM call of the trained agents, credited by ``credit``;
 4. ``compute_advantages`` within groups of the same task;
@@ -41,6 +42,7 @@ from boltzoo.errors import MissingDependencyError, RunFolderError
 from boltzoo.lightningrl.advantages import compute_advantages
 from boltzoo.lightningrl.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from boltzoo.lightningrl.config import TrainerConfig
+from boltzoo.lightningrl.curriculum import LearnabilitySampler, task_pools
 from boltzoo.lightningrl.loss import policy_loss
 from boltzoo.lightningrl.samplers import FROZEN, Samplers
 from boltzoo.lightningrl.sequences import (
@@ -201,6 +203,13 @@ class Trainer:
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
         self.step = 0
         self.task_rng = np.random.default_rng(cfg.seed)
+        self.task_sampler = None  # uniform draws from task_rng
+        if cfg.task_sampling == "learnability":
+            self.task_sampler = LearnabilitySampler(
+                task_pools(env.unwrapped.tasks, cfg.task_pool_field),
+                self.task_rng,
+                decay=cfg.task_pool_decay,
+            )
         self.skipped_updates = 0
         self.saved_step: int | None = None  # the step of this run's newest checkpoint
         self.train_seconds = 0.0  # rollouts and updates so far (the max_train_minutes clock)
@@ -315,9 +324,13 @@ class Trainer:
         """Run one LightningRL step; return its metrics."""
         cfg = self.config
         started = time.perf_counter()
-        tasks = self.task_rng.choice(
-            self.num_tasks, size=cfg.tasks_per_step, replace=self.num_tasks < cfg.tasks_per_step
-        )
+        if self.task_sampler is not None:  # where groups are likeliest to be mixed
+            tasks = self.task_sampler.draw(cfg.tasks_per_step)
+            learnability = self.task_sampler.learnability_of(tasks)
+        else:
+            tasks = self.task_rng.choice(
+                self.num_tasks, size=cfg.tasks_per_step, replace=self.num_tasks < cfg.tasks_per_step
+            )
         for model in self.models.values():
             model.eval()
         episodes = self.sampling.rollout(
@@ -329,6 +342,10 @@ class Trainer:
             **cfg.env_kwargs,
         )
         rollout_seconds = time.perf_counter() - started
+        if self.task_sampler is not None:
+            self.task_sampler.record(
+                [(e.task_index, bool(e.success)) for e in episodes if not e.failed]
+            )
 
         # 2. a group with a failed episode has no fair baseline: drop it whole
         failed_groups = {e.metadata.get("group") for e in episodes if e.failed}
@@ -390,6 +407,8 @@ class Trainer:
             "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             **update,
         }
+        if self.task_sampler is not None:  # the drawn pools' mean p (1 - p): 0.25 at most
+            metrics["task_learnability"] = learnability
         tool_counts = [e.steps[-1].info.get("tool_calls") for e in ok if e.steps]
         if any(count is not None for count in tool_counts):  # envs whose infos count tool calls
             metrics["tool_use_rate"] = float(np.mean([bool(count) for count in tool_counts]))
@@ -662,6 +681,7 @@ class Trainer:
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
             "task_rng": self.task_rng.bit_generator.state,
+            "task_pools": self.task_sampler.state_dict() if self.task_sampler else None,
             "sampling_generators": self.sampling.generator_states(),
             "torch_rng": torch.get_rng_state(),
             "numpy_rng": np.random.get_state(),
@@ -714,6 +734,8 @@ class Trainer:
         self.skipped_updates = state["skipped_updates"]
         self.train_seconds = state.get("train_seconds", 0.0)
         self.task_rng.bit_generator.state = state["task_rng"]
+        if self.task_sampler is not None and state.get("task_pools"):
+            self.task_sampler.load_state_dict(state["task_pools"])
         self.sampling.sync(self.policy_names, self.step)
         generators = state.get("sampling_generators") or {}
         if "here" not in generators:  # (checkpoints before the samplers kept workers' states)

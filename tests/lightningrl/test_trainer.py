@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 from pathlib import Path
@@ -55,9 +56,12 @@ def test_untrained_agents_keep_bit_identical_weights(tmp_path, smollm2_tokenizer
     assert any(not torch.equal(trained[k], before[k]) for k in before)  # the writer learned
 
 
+@pytest.mark.parametrize("sampling", ["uniform", "learnability"])
 def test_killed_and_resumed_run_matches_one_that_ran_straight_through(
-    tmp_path, smollm2_tokenizer, tokens_config
+    tmp_path, smollm2_tokenizer, tokens_config, sampling
 ):
+    # learnability: the next tasks depend on the outcomes so far, which the checkpoint keeps
+    tokens_config = functools.partial(tokens_config, task_sampling=sampling)
     straight = Trainer(
         tokens_config(tmp_path / "a", steps=4, save_every=2),
         model=tiny_model(len(smollm2_tokenizer)),
@@ -83,6 +87,19 @@ def test_killed_and_resumed_run_matches_one_that_ran_straight_through(
     assert [m["reward"] for m in resumed_history] == [m["reward"] for m in straight_history[2:]]
     a, b = weights(straight.model), weights(resumed.model)
     assert all(torch.equal(a[k], b[k]) for k in a)
+    if sampling == "learnability":
+        assert resumed.task_sampler.state_dict() == straight.task_sampler.state_dict()
+        assert all(0 < m["task_learnability"] <= 0.25 for m in straight_history)
+        # the outcomes so far moved the draws off the prior (every pool 0.25)
+        assert straight_history[-1]["task_learnability"] != 0.25
+
+
+def test_learnability_sampling_pools_by_a_field_the_tasks_have(
+    tmp_path, smollm2_tokenizer, trainer_config
+):
+    config = trainer_config(tmp_path, task_sampling="learnability", task_pool_field="template")
+    with pytest.raises(ValueError, match="no field 'template'; theirs: prompt, task_id"):
+        Trainer(config, model=tiny_model(len(smollm2_tokenizer)), tokenizer=smollm2_tokenizer)
 
 
 def test_checkpoint_interrupted_mid_write_is_never_used(
