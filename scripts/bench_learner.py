@@ -25,7 +25,6 @@ the RSS before it (allocator caching makes this approximate), plus the whole pro
 from __future__ import annotations
 
 import argparse
-import resource
 import statistics
 import tempfile
 import threading
@@ -39,6 +38,7 @@ import torch
 from benchlib import write_record
 from boltzoo.agents.models import load_model, smollm2_tokenizer_dir, tiny_model
 from boltzoo.lightningrl.config import TrainerConfig
+from boltzoo.lightningrl.memory import peak_rss_mib, rss_mib
 from boltzoo.lightningrl.trainer import Trainer, micro_batches, response_logprobs
 from boltzoo.lightningrl.transitions import Transition
 
@@ -55,8 +55,7 @@ class PeakMemory:
 
     @staticmethod
     def _rss() -> int:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * resource.getpagesize()
+        return int(rss_mib() * 2**20)
 
     def _sample(self) -> None:
         while not self._stop.wait(0.005):
@@ -279,7 +278,7 @@ def main() -> None:
     lightning = statistics.median(runs["lightningrl"])
     ratio = lightning / baseline
     peak_mib = {side: max(values) / 2**20 for side, values in memory.items()}
-    process_peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    process_peak_mib = peak_rss_mib()
     memory_kind = "CUDA allocated" if device.type == "cuda" else "sampled RSS"
     print(
         f"{args.model} on {device.type} ({precision}), {args.transitions} transitions, "

@@ -40,6 +40,7 @@ from boltzoo.episode import Episode, load_episodes
 from boltzoo.errors import DatasetError, RunFolderError
 from boltzoo.lightningrl.config import SFTConfig
 from boltzoo.lightningrl.loss import aggregate
+from boltzoo.lightningrl.memory import release_freed_memory
 from boltzoo.lightningrl.sequences import micro_batches, pack_calls, response_logprobs
 from boltzoo.lightningrl.trainer import Trainer
 from boltzoo.lightningrl.transitions import Transition, flatten
@@ -178,6 +179,7 @@ class SFTTrainer(Trainer):
                     started = time.perf_counter()
                     metrics = {"step": self.step + 1, "epoch": epoch + 1, "policy": name}
                     metrics |= self.sft_step(name, batch)
+                    release_freed_memory()  # as the RL trainer does (memory.py)
                     self.train_seconds += time.perf_counter() - started
                     metrics["lr"] = self.scheduler.get_last_lr()[0]
                     metrics["train_seconds"] = self.train_seconds

@@ -28,7 +28,6 @@ import copy
 import json
 import math
 import random
-import resource
 import time
 from pathlib import Path
 from typing import Any
@@ -44,6 +43,7 @@ from boltzoo.lightningrl.checkpoint import latest_checkpoint, load_checkpoint, s
 from boltzoo.lightningrl.config import TrainerConfig
 from boltzoo.lightningrl.curriculum import LearnabilitySampler, task_pools
 from boltzoo.lightningrl.loss import policy_loss
+from boltzoo.lightningrl.memory import peak_rss_mib, release_freed_memory, rss_mib
 from boltzoo.lightningrl.samplers import FROZEN, Samplers
 from boltzoo.lightningrl.sequences import (
     PackedCalls,
@@ -60,16 +60,6 @@ from boltzoo.lightningrl.weights import (
 )
 from boltzoo.registration import make, resolve_env_id
 from boltzoo.rollout import evaluation_tasks
-
-
-def _rss_mib() -> float | None:
-    """Return the process's resident memory in MiB now (None where /proc is missing)."""
-    try:
-        with open("/proc/self/statm") as statm:
-            pages = int(statm.read().split()[1])
-    except OSError:
-        return None
-    return pages * resource.getpagesize() / 2**20
 
 
 class Trainer:
@@ -376,6 +366,7 @@ class Trainer:
         self.step += 1
         # 6. the samplers act with the new weights from the next rollout on
         self.sampling.sync(sorted({self.policy_of[t.agent] for t in transitions}), self.step)
+        release_freed_memory()  # else the heap keeps every step's freed tensors (memory.py)
         update_seconds = time.perf_counter() - update_started
 
         self.train_seconds += time.perf_counter() - started
@@ -403,8 +394,8 @@ class Trainer:
             "skipped_updates": self.skipped_updates,
             "train_seconds": self.train_seconds,
             # the process's memory: a run that grows step by step shows it here before it dies
-            "rss_mib": _rss_mib(),
-            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "rss_mib": rss_mib(),
+            "peak_rss_mib": peak_rss_mib(),
             **update,
         }
         if self.task_sampler is not None:  # the drawn pools' mean p (1 - p): 0.25 at most
