@@ -5,7 +5,7 @@ micro-batches differ from step to step). glibc's allocator keeps freed blocks fo
 of returning them, and the fragments pile up: a sql-v0 RL run held 2.9 GB between steps after
 its first step and 7.6 GB after its 49th, every tensor of those steps freed, and peaked at
 9.1 GB. The trainers trim the heap after each step; resumed from that checkpoint with the trim,
-the same run held 1.4-1.9 GB between steps and peaked at 4.8 GB (BENCHMARKS.md).
+the same run held 1.4-2.1 GB between steps and peaked at 6.5 GB over 31 steps (BENCHMARKS.md).
 """
 
 from __future__ import annotations
