@@ -122,7 +122,7 @@ def play(args: argparse.Namespace) -> tuple[list[Episode], dict[str, Any]]:
     num_tasks = env.unwrapped.num_tasks
     if args.by:  # a wrong field fails now, not after every episode has been played
         try:
-            success_by([], env.unwrapped.tasks, args.by)
+            task_pools(env.unwrapped.tasks, args.by)
         except ValueError as error:
             raise SystemExit(f"boltzoo: --by: {error}") from None
     gateway = None
