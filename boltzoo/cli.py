@@ -12,6 +12,7 @@ boltzoo train math-v0 --model smollm2-135m --train-agents '["solver"]' --steps 5
     --output-dir runs/math --eval-every 10
 boltzoo serve --model smollm2-135m --port 8000
 boltzoo plot runs/math --out runs/math/figures
+boltzoo plot runs/math-a runs/math-b --out runs/compare
 boltzoo export runs/math models/math-solver
 """
 
@@ -356,15 +357,40 @@ def cmd_sft(args: argparse.Namespace) -> int:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    from boltzoo.lightningrl.report import plot_run
+    from pathlib import Path
 
+    from boltzoo.lightningrl.report import compare_runs, plot_run, read_metrics
+
+    runs = args.run_dir
+    if args.labels is not None and len(args.labels) != len(runs):
+        print(f"boltzoo: {len(args.labels)} --labels for {len(runs)} runs", file=sys.stderr)
+        return 2
+    if len(runs) > 1 and args.out is None:
+        print("boltzoo: --out is required to compare several runs", file=sys.stderr)
+        return 2
     try:
-        paths = plot_run(args.run_dir, args.out)
+        if len(runs) == 1:
+            paths = plot_run(runs[0], args.out)
+        else:
+            paths = [compare_runs(runs, Path(args.out) / "compare.png", args.labels, args.window)]
+            metrics = [read_metrics(run) for run in runs]
     except FileNotFoundError as error:
         print(f"boltzoo: {error}", file=sys.stderr)
         return 2
     for path in paths:
         print(path)
+    if len(runs) > 1:
+        # The held-out figures side by side, at every step any run evaluated.
+        held_out = [
+            {m["step"]: m["eval_success_rate"] for m in rows if "eval_success_rate" in m}
+            for rows in metrics
+        ]
+        labels = args.labels or [Path(run).name for run in runs]
+        print("held-out success")
+        print("\t".join(["step", *labels]))
+        for step in sorted(set().union(*held_out)):
+            cells = [f"{h[step]:.1%}" if step in h else "" for h in held_out]
+            print("\t".join([str(step), *cells]))
     return 0
 
 
@@ -499,9 +525,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--request-timeout-s", type=float, default=600.0, help="beyond it, a request gets 504"
     )
 
-    plot = sub.add_parser("plot", help="draw a training run's learning curves as PNG files")
-    plot.add_argument("run_dir", help="a training run's --output-dir")
-    plot.add_argument("--out", default=None, help="folder for the figures (default: RUN_DIR)")
+    plot = sub.add_parser(
+        "plot",
+        help="draw a training run's learning curves as PNG files, or several runs on one figure",
+    )
+    plot.add_argument(
+        "run_dir", nargs="+", help="a training run's --output-dir; several: compare.png of them all"
+    )
+    plot.add_argument(
+        "--out", default=None, help="folder for the figures (default: RUN_DIR; needed for several)"
+    )
+    plot.add_argument("--labels", nargs="+", default=None, help="names of the runs in compare.png")
+    plot.add_argument(
+        "--window", type=int, default=10, help="compare.png: steps in the training-success mean"
+    )
 
     export = sub.add_parser(
         "export", help="save a run's latest checkpoint as a plain transformers model folder"

@@ -1,5 +1,5 @@
-"""After a run: learning-curve figures (``plot_run``) and a plain transformers export
-(``export_run``).
+"""After a run: learning-curve figures (``plot_run``, and ``compare_runs`` for several runs on
+one figure) and a plain transformers export (``export_run``).
 
 A run directory holds ``metrics.jsonl`` (one JSON object per step, written by the trainer) and
 ``checkpoints/`` (see ``checkpoint.py``). Figures are drawn with matplotlib's Agg backend, so no
@@ -144,6 +144,65 @@ def plot_run(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Pat
         ),
     ]
     return [p for p in figures if p is not None]
+
+
+def trailing_mean(values: Sequence[float], window: int) -> list[float]:
+    """Return the mean of each value and the ``window - 1`` before it (fewer at the start)."""
+    if window < 1:
+        raise ValueError(f"window must be at least 1, got {window}")
+    means, total = [], 0.0
+    for i, value in enumerate(values):
+        total += value
+        if i >= window:
+            total -= values[i - window]
+        means.append(total / min(i + 1, window))
+    return means
+
+
+def compare_runs(
+    run_dirs: Sequence[str | Path],
+    out_path: str | Path,
+    labels: Sequence[str] | None = None,
+    window: int = 10,
+) -> Path:
+    """Draw several runs on one figure (``out_path``, a PNG) and return its path.
+
+    Left: held-out success at each evaluated step. Right: training success (``success_rate``,
+    the share of a step's sampled episodes that succeeded) as a trailing mean over ``window``
+    steps, since a single step's 20-40 episodes are too noisy to compare runs by. Runs are
+    named by ``labels`` (default: their folder names).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = [Path(r) for r in run_dirs]
+    names = list(labels) if labels is not None else [r.name for r in runs]
+    if len(names) != len(runs):
+        raise ValueError(f"{len(names)} labels for {len(runs)} runs")
+    metrics = [read_metrics(r) for r in runs]
+    out = Path(out_path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig, (held_out, training) = plt.subplots(1, 2, figsize=(12, 4.5))
+    try:
+        for rows, name in zip(metrics, names, strict=True):
+            steps, values = _series(rows, "eval_success_rate")
+            held_out.plot(steps, values, marker="o", label=name)
+            steps, values = _series(rows, "success_rate")
+            training.plot(steps, trailing_mean(values, window), label=name)
+        held_out.set_title("held-out success")
+        training.set_title(f"training success, mean of the last {window} steps")
+        for ax in (held_out, training):
+            ax.set_xlabel("step")
+            ax.set_ylabel("success rate")
+            ax.grid(True, alpha=0.3)
+            ax.legend(loc="best")
+        fig.tight_layout()
+        fig.savefig(out, dpi=100)
+    finally:
+        plt.close(fig)
+    return out
 
 
 def export_run(run_dir: str | Path, out_dir: str | Path) -> Path:

@@ -9,7 +9,13 @@ import torch
 
 from boltzoo.cli import main
 from boltzoo.errors import DatasetError
-from boltzoo.lightningrl.report import export_run, plot_run, read_metrics
+from boltzoo.lightningrl.report import (
+    compare_runs,
+    export_run,
+    plot_run,
+    read_metrics,
+    trailing_mean,
+)
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -96,6 +102,51 @@ def test_plot_through_the_cli_prints_the_paths(tmp_path, capsys):
     assert printed == [
         str(tmp_path / "out" / n) for n in ("learning_curve.png", "loss.png", "throughput.png")
     ]
+
+
+def test_trailing_mean_averages_the_window_ending_at_each_step():
+    assert trailing_mean([1.0, 0.0, 1.0, 1.0, 0.0], 2) == [1.0, 0.5, 0.5, 1.0, 0.5]
+    assert trailing_mean([0.0, 1.0, 1.0], 10) == [0.0, 0.5, pytest.approx(2 / 3)]
+    assert trailing_mean([0.3, 0.7], 1) == [0.3, 0.7]
+    with pytest.raises(ValueError, match="window"):
+        trailing_mean([1.0], 0)
+
+
+def test_compare_draws_several_runs_and_prints_their_held_out_side_by_side(tmp_path, capsys):
+    first, second = tmp_path / "uniform", tmp_path / "learnability"
+    write_metrics(first, full_rows())
+    other = full_rows()
+    for row in other:
+        row.pop("eval_success_rate", None)
+    other[0]["eval_success_rate"] = 0.1
+    other[3]["eval_success_rate"] = 0.55  # step 3: evaluated only in this run
+    write_metrics(second, other)
+    assert main(["plot", str(first), str(second), "--out", str(tmp_path / "out")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == str(tmp_path / "out" / "compare.png")
+    assert_png(tmp_path / "out" / "compare.png")
+    assert lines[1:] == [
+        "held-out success",
+        "step\tuniform\tlearnability",
+        "0\t10.0%\t10.0%",
+        "2\t30.0%\t",
+        "3\t\t55.0%",
+        "4\t50.0%\t",
+    ]
+    assert not (first / "learning_curve.png").exists()  # a comparison writes only compare.png
+
+
+def test_compare_refuses_mismatched_labels_and_a_missing_out(tmp_path, capsys):
+    first, second = tmp_path / "a", tmp_path / "b"
+    write_metrics(first, full_rows())
+    write_metrics(second, full_rows())
+    assert main(["plot", str(first), str(second)]) == 2
+    assert "--out is required" in capsys.readouterr().err
+    assert main(["plot", str(first), str(second), "--out", str(tmp_path), "--labels", "x"]) == 2
+    assert "1 --labels for 2 runs" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="1 labels for 2 runs"):
+        compare_runs([first, second], tmp_path / "c.png", labels=["x"])
+    assert not (tmp_path / "compare.png").exists() and not (tmp_path / "c.png").exists()
 
 
 @pytest.fixture
