@@ -101,6 +101,9 @@ class GroupStats:
     min_size: int
     max_size: int
     singletons: int  # groups of one member, whose advantage is 0 under GRPO and RLOO
+    # groups (of two or more) whose rewards are all equal: under GRPO and RLOO their advantage
+    # is 0 too, so they teach nothing (TRL logs their share as frac_reward_zero_std)
+    zero_std: int = 0
 
 
 def _estimate(
@@ -163,13 +166,15 @@ def compute_advantages(
         for i in members:
             transitions[i].advantage = advantage
 
-    sizes = [len(m) for m in _groups(keys)]
+    groups = _groups(keys)
+    sizes = [len(m) for m in groups]
     stats = GroupStats(
         groups=len(sizes),
         mean_size=sum(sizes) / len(sizes),
         min_size=min(sizes),
         max_size=max(sizes),
         singletons=sum(1 for s in sizes if s == 1),
+        zero_std=sum(1 for m in groups if len(m) > 1 and len(set(rewards[m].tolist())) == 1),
     )
     if stats.singletons and estimator != "reinforce++":
         warnings.warn(

@@ -387,6 +387,10 @@ class Trainer:
             "advantage_std": float(np.std(advantages)) if advantages else 0.0,
             "group_size_mean": group_stats.mean_size if group_stats else 0.0,
             "singleton_groups": group_stats.singletons if group_stats else 0,
+            # the share of groups that teach nothing: all right or all wrong
+            "frac_reward_zero_std": (
+                group_stats.zero_std / group_stats.groups if group_stats else 0.0
+            ),
             "lr": self.scheduler.get_last_lr()[0],
             "rollout_seconds": rollout_seconds,
             "update_seconds": update_seconds,

@@ -133,7 +133,10 @@ def test_group_by_changes_the_groups():
     ts = batch()
     stats = compute_advantages(ts, "rloo", "task_agent_turn")
     assert advantages(ts) == pytest.approx([1.0, 0.0, 2.0, -1.0, 0.0, -2.0])
-    assert stats == GroupStats(groups=3, mean_size=2.0, min_size=2, max_size=2, singletons=0)
+    # writer t2's rewards are equal: a group that teaches nothing
+    assert stats == GroupStats(
+        groups=3, mean_size=2.0, min_size=2, max_size=2, singletons=0, zero_std=1
+    )
 
 
 def test_singleton_groups_get_zero_and_a_warning():
@@ -143,6 +146,16 @@ def test_singleton_groups_get_zero_and_a_warning():
     # t1: [1, 0] - 0.5 = [0.5, -0.5]; t2 alone -> 0.
     assert advantages(ts) == [0.5, -0.5, 0.0]
     assert stats == GroupStats(groups=2, mean_size=1.5, min_size=1, max_size=2, singletons=1)
+
+
+def test_groups_of_equal_rewards_are_counted_but_not_singletons():
+    rewards = {"all-right": [1, 1, 1], "all-wrong": [0, 0, 0], "mixed": [1, 0, 0], "alone": [1]}
+    ts = [transition(task, reward=r) for task, values in rewards.items() for r in values]
+    with pytest.warns(UserWarning, match="1 of 4"):
+        stats = compute_advantages(ts, "grpo", "task")
+    assert stats.zero_std == 2 and stats.singletons == 1
+    # every member of an equal-reward group gets advantage 0: nothing is learnt from it
+    assert advantages(ts)[:6] == [0.0] * 6 and advantages(ts)[6] > 0
 
 
 def test_no_warning_without_singletons_or_for_reinforce_pp():

@@ -246,6 +246,24 @@ def test_eval_return_is_the_trained_agents_summed_reward(
     assert evaluation["eval_return"] == pytest.approx(1.0)  # paid once, not per step or agent
 
 
+def test_a_step_reports_the_share_of_groups_that_teach_nothing(
+    tmp_path, smollm2_tokenizer, tokens_config
+):
+    vocab = len(smollm2_tokenizer)
+    # every id a target: every sample scores 1.0, so every group's rewards are equal
+    config = tokens_config(
+        tmp_path / "equal", env_kwargs={"vocab_size": vocab, "target_size": vocab}
+    )
+    trainer = Trainer(config, model=tiny_model(vocab), tokenizer=smollm2_tokenizer)
+    metrics = trainer.train_step()
+    assert metrics["frac_reward_zero_std"] == 1.0 and metrics["advantage_std"] == 0.0
+    # the default targets: samples score differently within a group
+    config = tokens_config(tmp_path / "mixed")
+    trainer = Trainer(config, model=tiny_model(vocab), tokenizer=smollm2_tokenizer)
+    metrics = trainer.train_step()
+    assert 0.0 <= metrics["frac_reward_zero_std"] < 1.0 and metrics["advantage_std"] > 0
+
+
 @pytest.mark.parametrize("estimator", ["rloo", "reinforce++"])
 def test_every_estimator_spelled_as_the_config_spells_it_trains(
     tmp_path, smollm2_tokenizer, tokens_config, estimator
