@@ -359,22 +359,20 @@ def cmd_sft(args: argparse.Namespace) -> int:
 def cmd_plot(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from boltzoo.lightningrl.report import compare_runs, plot_run, read_metrics
+    from boltzoo.lightningrl.report import compare_runs, plot_run, read_metrics, run_labels
 
     runs = args.run_dir
-    if args.labels is not None and len(args.labels) != len(runs):
-        print(f"boltzoo: {len(args.labels)} --labels for {len(runs)} runs", file=sys.stderr)
-        return 2
     if len(runs) > 1 and args.out is None:
         print("boltzoo: --out is required to compare several runs", file=sys.stderr)
         return 2
     try:
+        labels = run_labels(runs, args.labels)
         if len(runs) == 1:
             paths = plot_run(runs[0], args.out)
         else:
-            paths = [compare_runs(runs, Path(args.out) / "compare.png", args.labels, args.window)]
+            paths = [compare_runs(runs, Path(args.out) / "compare.png", labels, args.window)]
             metrics = [read_metrics(run) for run in runs]
-    except FileNotFoundError as error:
+    except (FileNotFoundError, ValueError) as error:
         print(f"boltzoo: {error}", file=sys.stderr)
         return 2
     for path in paths:
@@ -385,7 +383,6 @@ def cmd_plot(args: argparse.Namespace) -> int:
             {m["step"]: m["eval_success_rate"] for m in rows if "eval_success_rate" in m}
             for rows in metrics
         ]
-        labels = args.labels or [Path(run).name for run in runs]
         print("held-out success")
         print("\t".join(["step", *labels]))
         for step in sorted(set().union(*held_out)):

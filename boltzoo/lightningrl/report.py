@@ -159,6 +159,15 @@ def trailing_mean(values: Sequence[float], window: int) -> list[float]:
     return means
 
 
+def run_labels(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = None) -> list[str]:
+    """Name each run: by ``labels`` (one per run) or by its folder's name."""
+    if labels is None:
+        return [Path(r).name for r in run_dirs]
+    if len(labels) != len(run_dirs):
+        raise ValueError(f"{len(labels)} labels for {len(run_dirs)} runs")
+    return list(labels)
+
+
 def compare_runs(
     run_dirs: Sequence[str | Path],
     out_path: str | Path,
@@ -177,11 +186,8 @@ def compare_runs(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    runs = [Path(r) for r in run_dirs]
-    names = list(labels) if labels is not None else [r.name for r in runs]
-    if len(names) != len(runs):
-        raise ValueError(f"{len(names)} labels for {len(runs)} runs")
-    metrics = [read_metrics(r) for r in runs]
+    names = run_labels(run_dirs, labels)
+    metrics = [read_metrics(r) for r in run_dirs]
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig, (held_out, training) = plt.subplots(1, 2, figsize=(12, 4.5))

@@ -143,7 +143,7 @@ def test_compare_refuses_mismatched_labels_and_a_missing_out(tmp_path, capsys):
     assert main(["plot", str(first), str(second)]) == 2
     assert "--out is required" in capsys.readouterr().err
     assert main(["plot", str(first), str(second), "--out", str(tmp_path), "--labels", "x"]) == 2
-    assert "1 --labels for 2 runs" in capsys.readouterr().err
+    assert "1 labels for 2 runs" in capsys.readouterr().err
     with pytest.raises(ValueError, match="1 labels for 2 runs"):
         compare_runs([first, second], tmp_path / "c.png", labels=["x"])
     assert not (tmp_path / "compare.png").exists() and not (tmp_path / "c.png").exists()
