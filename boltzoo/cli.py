@@ -295,8 +295,9 @@ def _parse_value(text: str) -> Any:
 
 
 def _print_held_out(run_dir: str) -> None:
-    """Print a run's held-out success at its first and last evaluation."""
-    from boltzoo.lightningrl.report import read_metrics
+    """Print a run's held-out success at its first and last evaluation, and the two compared
+    task by task when both logged their outcomes."""
+    from boltzoo.lightningrl.report import paired_outcomes, read_metrics
 
     evaluations = [m for m in read_metrics(run_dir) if "eval_success_rate" in m]
     if evaluations:
@@ -306,6 +307,8 @@ def _print_held_out(run_dir: str) -> None:
             f"{last['eval_success_rate']:.1%} at step {last['step']} "
             f"({100 * (last['eval_success_rate'] - first['eval_success_rate']):+.1f} points)"
         )
+        if first is not last and all("eval_right" in m for m in (first, last)):
+            print(f"task by task: {paired_outcomes(first, last)}")
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -359,7 +362,13 @@ def cmd_sft(args: argparse.Namespace) -> int:
 def cmd_plot(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from boltzoo.lightningrl.report import compare_runs, plot_run, read_metrics, run_labels
+    from boltzoo.lightningrl.report import (
+        compare_runs,
+        paired_outcomes,
+        plot_run,
+        read_metrics,
+        run_labels,
+    )
 
     runs = args.run_dir
     if len(runs) > 1 and args.out is None:
@@ -388,6 +397,17 @@ def cmd_plot(args: argparse.Namespace) -> int:
         for step in sorted(set().union(*held_out)):
             cells = [f"{h[step]:.1%}" if step in h else "" for h in held_out]
             print("\t".join([str(step), *cells]))
+        # Each run against the first, task by task, at the last step both evaluated.
+        outcomes = [
+            {m["step"]: m for m in rows if "eval_right" in m and "eval_task_ids" in m}
+            for rows in metrics
+        ]
+        for label, other in zip(labels[1:], outcomes[1:], strict=True):
+            common = set(outcomes[0]) & set(other)
+            if common:
+                step = max(common)
+                paired = paired_outcomes(outcomes[0][step], other[step])
+                print(f"{label} against {labels[0]} at step {step}: {paired}")
     return 0
 
 

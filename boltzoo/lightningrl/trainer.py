@@ -538,13 +538,15 @@ class Trainer:
 
     # --- evaluation ------------------------------------------------------------------------
 
-    def evaluate(self) -> dict[str, float]:
+    def evaluate(self) -> dict[str, Any]:
         """Return held-out success rate, mean score and the trained agents' mean episode return
         (``eval_return``, each agent's rewards summed, averaged over agents), greedy decoding,
         without updating.
 
         The ``eval_tasks`` tasks are spread evenly over the held-out split (every task when it
         has no more), so that a split ordered by database or template is sampled across.
+        ``eval_task_ids`` and ``eval_right`` (the indices of the tasks played, and of those
+        solved) let two evaluations be compared task by task (``report.paired_outcomes``).
         """
         cfg = self.config
         kwargs = cfg.env_kwargs | cfg.eval_env_kwargs
@@ -571,6 +573,8 @@ class Trainer:
             "eval_score": sum(e.score or 0.0 for e in ok) / n,
             "eval_return": float(sum(returns)) / n,
             "eval_failed": len(episodes) - len(ok),
+            "eval_task_ids": [e.task_index for e in episodes],
+            "eval_right": sorted(e.task_index for e in ok if e.success),
         }
 
     # --- the loop --------------------------------------------------------------------------

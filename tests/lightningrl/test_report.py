@@ -12,6 +12,7 @@ from boltzoo.errors import DatasetError
 from boltzoo.lightningrl.report import (
     compare_runs,
     export_run,
+    paired_outcomes,
     plot_run,
     read_metrics,
     trailing_mean,
@@ -134,6 +135,55 @@ def test_compare_draws_several_runs_and_prints_their_held_out_side_by_side(tmp_p
         "4\t50.0%\t",
     ]
     assert not (first / "learning_curve.png").exists()  # a comparison writes only compare.png
+
+
+def evaluation(step, task_ids, right):
+    return {
+        "step": step,
+        "eval_success_rate": len(right) / len(task_ids),
+        "eval_task_ids": list(task_ids),
+        "eval_right": list(right),
+    }
+
+
+def test_paired_outcomes_count_the_tasks_that_changed_and_test_them():
+    before = evaluation(0, range(10), [0, 1, 2])
+    after = evaluation(20, range(10), [1, 2, 3, 4, 5, 6, 7, 8, 9])
+    paired = paired_outcomes(before, after)
+    assert (paired.tasks, paired.kept, paired.gained, paired.lost) == (10, 2, 7, 1)
+    # exact two-sided sign test on the 8 changed tasks: 2 * P(X <= 1), X ~ Binomial(8, 1/2)
+    assert paired.p_value == pytest.approx(2 * (1 + 8) / 2**8)
+    assert str(paired) == (
+        "10 tasks: 2 right in both, +7 newly right, -1 newly wrong (net +6, McNemar p=0.07)"
+    )
+    # an even split, and nothing changed, are no evidence at all
+    assert paired_outcomes(after, after).p_value == 1.0
+    assert (
+        paired_outcomes(
+            evaluation(0, range(6), [0, 1, 2]), evaluation(1, range(6), [3, 4, 5])
+        ).p_value
+        == 1.0
+    )
+    # only the tasks both evaluations played are compared
+    paired = paired_outcomes(evaluation(0, [0, 1, 2, 3], [0, 3]), evaluation(5, [2, 3, 4], [2, 4]))
+    assert (paired.tasks, paired.kept, paired.gained, paired.lost) == (2, 0, 1, 1)
+
+
+def test_paired_outcomes_of_an_evaluation_without_them_is_a_clear_error():
+    with pytest.raises(ValueError, match="step 0 has no task-by-task outcomes"):
+        paired_outcomes({"step": 0, "eval_success_rate": 0.1}, evaluation(2, [0], [0]))
+
+
+def test_compare_prints_each_run_against_the_first_task_by_task(tmp_path, capsys):
+    first, second = tmp_path / "r5", tmp_path / "r7"
+    write_metrics(first, [evaluation(0, range(10), [0, 1]), evaluation(20, range(10), [0, 1, 2])])
+    write_metrics(second, [evaluation(0, range(10), [0, 1]), evaluation(20, range(10), [2, 3, 4])])
+    assert main(["plot", str(first), str(second), "--out", str(tmp_path / "out")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1] == (
+        "r7 against r5 at step 20: 10 tasks: 1 right in both, +2 newly right, -2 newly wrong "
+        "(net +0, McNemar p=1)"
+    )
 
 
 def test_compare_refuses_mismatched_labels_and_a_missing_out(tmp_path, capsys):

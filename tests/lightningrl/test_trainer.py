@@ -14,6 +14,7 @@ from boltzoo.agents.models import tiny_model
 from boltzoo.lightningrl import checkpoint as checkpoint_module
 from boltzoo.lightningrl.rollout import evaluation_tasks
 from boltzoo.lightningrl.trainer import Trainer, micro_batches
+from boltzoo.registration import make
 
 
 def weights(model):
@@ -244,6 +245,23 @@ def test_eval_return_is_the_trained_agents_summed_reward(
     assert evaluation["eval_failed"] == 0
     assert evaluation["eval_score"] == pytest.approx(1.0)
     assert evaluation["eval_return"] == pytest.approx(1.0)  # paid once, not per step or agent
+
+
+def test_an_evaluation_logs_which_tasks_it_played_and_which_it_solved(
+    tmp_path, smollm2_tokenizer, tokens_config
+):
+    vocab = len(smollm2_tokenizer)
+    # half the ids are targets: a random tiny model solves some tasks and not others
+    env_kwargs = {"vocab_size": vocab, "target_size": vocab // 2}
+    config = tokens_config(tmp_path, env_kwargs=env_kwargs, eval_tasks=16)
+    trainer = Trainer(config, model=tiny_model(vocab), tokenizer=smollm2_tokenizer)
+    evaluation = trainer.evaluate()
+    kwargs = config.env_kwargs | config.eval_env_kwargs
+    num_tasks = make(trainer.env_id, **kwargs).unwrapped.num_tasks
+    assert evaluation["eval_task_ids"] == evaluation_tasks(num_tasks, 16)
+    assert set(evaluation["eval_right"]) <= set(evaluation["eval_task_ids"])
+    assert len(evaluation["eval_right"]) == round(16 * evaluation["eval_success_rate"])
+    assert trainer.evaluate()["eval_right"] == evaluation["eval_right"]  # greedy: the same tasks
 
 
 def test_a_step_reports_the_share_of_groups_that_teach_nothing(
