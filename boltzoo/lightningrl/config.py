@@ -159,7 +159,11 @@ class TrainerConfig:
     clip_eps: float = _help("PPO clip range", default=0.2)
     clip_eps_high: float | None = _help("upper clip range (default: clip_eps)", default=None)
     dual_clip: float | None = _help("dual-clip constant for negative advantages", default=3.0)
-    kl_coef: float = _help("weight of the KL to the initial model (0: off)", default=0.0)
+    kl_coef: float = _help(
+        "weight of the KL to the starting weights: the warm start with init_from, else the "
+        "initial model (0: off)",
+        default=0.0,
+    )
     kl_estimator: KLEstimator = _help("k1 | k2 | k3", default="k3")
     entropy_coef: float = _help("weight of the entropy bonus (0: off)", default=0.0)
     aggregation: Aggregation = _help(

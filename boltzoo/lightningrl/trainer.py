@@ -164,7 +164,11 @@ class Trainer:
                 name: [p for p in m.parameters() if p.requires_grad]
                 for name, m in self.models.items()
             }
-        self.reference = frozen if cfg.kl_coef else None  # (LoRA: the base, adapters off)
+        # the KL's reference, per policy name: a frozen module, or none (LoRA: the base with
+        # adapters off); a warm start (init_from) replaces it with the weights it loads
+        self.references: dict[str, Any] = (
+            {name: frozen for name in self.policy_names} if cfg.kl_coef and frozen else {}
+        )
 
         # --- the samplers: the learner's weights themselves, or copies synced after updates
         # (here or on Ray workers; samplers.py)
@@ -472,7 +476,7 @@ class Trainer:
         # token weighs the same wherever it sits); sequence and episode means keep calls apart.
         rows = pack_calls(transitions, merge=cfg.pack_calls and cfg.aggregation == "token")
         for batch in micro_batches(rows, self.micro_batch_tokens, by_episode=by_episode):
-            out = self._micro_batch_loss(model, batch)
+            out = self._micro_batch_loss(model, batch, name)
             if not torch.isfinite(out.loss):
                 return False
             # gradient accumulation: each micro-batch weighs its share of the policy's batch
@@ -490,7 +494,8 @@ class Trainer:
             sums[key] = sums.get(key, 0.0) + value / covered * weight
         return True
 
-    def _micro_batch_loss(self, model: Any, batch: list[PackedCalls]) -> Any:
+    def _micro_batch_loss(self, model: Any, batch: list[PackedCalls], name: str = "policy") -> Any:
+        """The loss of one micro-batch of policy ``name`` (whose KL reference it uses)."""
         cfg = self.config
         pad = getattr(self.policy, "pad_token_id", 0)  # any id will do: padding is masked
 
@@ -505,11 +510,14 @@ class Trainer:
             ref = None
             if cfg.kl_coef:
                 with torch.no_grad():
-                    if self.lora:  # the reference is the shared base, adapters off
+                    reference = self.references.get(name)
+                    if reference is None:  # LoRA from scratch: the shared base, adapters off
                         with model.disable_adapter():
                             ref = logprobs_of(model)[0]
                     else:
-                        ref = logprobs_of(self.reference)[0]
+                        if self.lora:
+                            reference.set_adapter(name)
+                        ref = logprobs_of(reference)[0]
         # Per token: its call's advantage and sampling logprob (recomputed ones stand in for
         # calls whose backend gave none: their ratio is then 1).
         old = logprobs.detach().clone()
@@ -712,6 +720,18 @@ class Trainer:
                 "use the same model, lora_* settings, train_agents and policy_map"
             )
         self._load_trained_weights(weights)
+        if self.config.kl_coef:
+            # The KL holds each policy near where this run starts, the warm start (TRL's
+            # reference model is the SFT model), not near the untrained base; a resumed run
+            # loads init_from first too, so its reference stays the warm start.
+            if self.lora:
+                reference = copy.deepcopy(self.model).eval().requires_grad_(False)
+                self.references = {name: reference for name in self.policy_names}
+            else:
+                self.references = {
+                    name: copy.deepcopy(m).eval().requires_grad_(False)
+                    for name, m in self.models.items()
+                }
         self.sampling.sync(self.policy_names, self.step)
         return folder
 

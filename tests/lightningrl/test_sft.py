@@ -141,16 +141,23 @@ def test_sft_lowers_the_loss_and_the_model_reproduces_the_demonstrated_answer(
     assert (tmp_path / "sft" / "checkpoints" / "latest").read_text().strip() == "step-000040"
 
 
-def test_rl_init_from_continues_from_the_sft_weights(tmp_path, smollm2_tokenizer):
+def warm_start(tmp_path, tokenizer, lora: dict) -> SFTTrainer:
+    """A tiny model's warm start, two epochs on four math-v0 oracle demonstrations, in
+    ``tmp_path / "sft"``."""
     demos = tmp_path / "demos.jsonl"
     record(demos, {"solver": OraclePolicy()}, [0, 1, 2, 3])
-    lora = {"lora_r": 4, "lora_alpha": 8.0}
     sft = SFTTrainer(
         sft_config(tmp_path, demos, epochs=2, lr=1e-2, **lora),
-        model=tiny_model(len(smollm2_tokenizer)),
-        tokenizer=smollm2_tokenizer,
+        model=tiny_model(len(tokenizer)),
+        tokenizer=tokenizer,
     )
     sft.train()
+    return sft
+
+
+def test_rl_init_from_continues_from_the_sft_weights(tmp_path, smollm2_tokenizer):
+    lora = {"lora_r": 4, "lora_alpha": 8.0}
+    sft = warm_start(tmp_path, smollm2_tokenizer, lora)
     batch = sft.transitions[:4]
     pad = smollm2_tokenizer.pad_token_id
 
@@ -184,6 +191,48 @@ def test_rl_init_from_continues_from_the_sft_weights(tmp_path, smollm2_tokenizer
             tokenizer=smollm2_tokenizer,
         )
     assert (tmp_path / "sft" / "checkpoints" / "latest").read_text() == before
+
+
+@pytest.mark.parametrize("lora_r", [4, 0])
+def test_rl_kl_reference_after_a_warm_start_is_the_warm_start(tmp_path, smollm2_tokenizer, lora_r):
+    # With kl_coef, the KL must hold the policy near where RL starts (the SFT weights), not
+    # near the untrained base, and the reference must not move when the policy does.
+    lora = {"lora_r": lora_r, "lora_alpha": 8.0}
+    sft = warm_start(tmp_path, smollm2_tokenizer, lora)
+    batch = sft.transitions[:4]
+    pad = smollm2_tokenizer.pad_token_id
+
+    def logprobs_of(module):
+        with torch.no_grad():
+            return response_logprobs(module, batch, 1.0, pad)[0]
+
+    warm = logprobs_of(sft._learner("policy") if lora_r else sft.models["policy"])
+    rl = Trainer(
+        TrainerConfig(
+            env="math-v0",
+            model="tiny",
+            output_dir=str(tmp_path / "rl"),
+            progress=False,
+            sampler="shared",
+            kl_coef=0.1,
+            init_from=str(tmp_path / "sft"),
+            **lora,
+        ),
+        model=tiny_model(len(smollm2_tokenizer)),
+        tokenizer=smollm2_tokenizer,
+    )
+    reference = rl.references["policy"]
+    if lora_r:
+        reference.set_adapter("policy")
+    assert torch.allclose(logprobs_of(reference), warm, atol=1e-6)
+    # Through the learner's own update: before it moves, the policy is its reference (KL 0).
+    assert rl.update(batch)["kl"] == pytest.approx(0.0, abs=1e-6)
+    with torch.no_grad():  # the policy moves (as an update would move it) ...
+        for parameter in rl.params["policy"]:
+            parameter.add_(0.05 * torch.randn_like(parameter))
+    assert not torch.allclose(logprobs_of(rl._learner("policy")), warm, atol=1e-3)
+    assert torch.allclose(logprobs_of(reference), warm, atol=1e-6)  # ... the reference does not
+    assert rl.update(batch)["kl"] > 1e-4
 
 
 def test_sft_on_a_graphs_demonstrations_learns_the_selected_nodes_calls(
