@@ -2,11 +2,18 @@
 
     python scripts/bench_sampler.py [--model smollm2-135m] [--chats 32] [--max-new-tokens 48]
         [--repeats 3] [--out FILE]
+    python scripts/bench_sampler.py --shared-prefill [--tasks 8] [--group-size 4]
+        [--max-new-tokens 96] [--repeats 2] [--out FILE]
 
 Two TransformersPolicy copies of one model, fp32 and bf16 (what ``sampler="copy"`` builds with
 ``sampler_precision``), sample the same math-v0 solver chats as one batch (temperature 1, a
 fixed seed), alternating, ``--repeats`` times each. Reported: new tokens per second of each and
 their ratio, and how many of the greedy answers agree.
+
+With ``--shared-prefill``: the bf16 copy samples one RL step's batch of sql-v0 writer chats
+(``--tasks`` train tasks x ``--group-size`` copies each, temperature 0.7, prompts of 400-1,000
+tokens) with the prefill shared by identical prompts and, alternating, with a prefill per row
+(``share_prefill=False``, the baseline). Reported: seconds a batch of each and their ratio.
 """
 
 from __future__ import annotations
@@ -31,7 +38,13 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=48)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--shared-prefill", action="store_true")
+    parser.add_argument("--tasks", type=int, default=8)
+    parser.add_argument("--group-size", type=int, default=4)
     args = parser.parse_args()
+    if args.shared_prefill:
+        bench_shared_prefill(args)
+        return
 
     model, tokenizer = load_model(args.model, device="cpu")
     env = boltzoo.make("math-v0", split="test", max_turns=1)
@@ -75,6 +88,57 @@ def main() -> None:
         f"fp32 {row['fp32_tokens_per_second']:.0f} tokens/s, bf16 "
         f"{row['bf16_tokens_per_second']:.0f} tokens/s (ratio {row['ratio_bf16_over_fp32']:.2f}); "
         f"greedy answers equal: {agree}/{len(chats)}"
+    )
+    if args.out:
+        write_record(args.out, [row], model=args.model, max_new_tokens=args.max_new_tokens)
+
+
+def bench_shared_prefill(args: argparse.Namespace) -> None:
+    """Time one GRPO-shaped sql-v0 batch with the prefill shared by a group and per row."""
+    model, tokenizer = load_model(args.model, device="cpu")
+    model = _copy(model, torch.bfloat16)
+    env = boltzoo.make("sql-v0", split="train", agents=["writer"], schema_rows=0)
+    chats = []
+    for task in range(args.tasks):  # tasks spread over the split: all three databases
+        env.reset(options={"task_index": task * len(env.unwrapped.tasks) // args.tasks})
+        chats += [env.observe("writer")["messages"]] * args.group_size
+    policies = {
+        name: TransformersPolicy(
+            model,
+            tokenizer,
+            seed=0,
+            temperature=0.7,
+            max_new_tokens=args.max_new_tokens,
+            share_prefill=share,
+        )
+        for name, share in (("per_row", False), ("shared", True))
+    }
+    seconds: dict[str, list[float]] = {name: [] for name in policies}
+    tokens: dict[str, list[int]] = {name: [] for name in policies}
+    for _ in range(args.repeats):
+        for name, policy in policies.items():
+            started = time.perf_counter()
+            completions = policy.generate(chats)
+            seconds[name].append(time.perf_counter() - started)
+            tokens[name].append(sum(len(c.response_token_ids) for c in completions))
+    firsts = chats[:: args.group_size]
+    prompt_tokens = [len(policies["shared"].encode_chat(chat)) for chat in firsts]
+    row = {
+        "per_row_seconds": statistics.median(seconds["per_row"]),
+        "shared_seconds": statistics.median(seconds["shared"]),
+        "ratio_per_row_over_shared": statistics.median(seconds["per_row"])
+        / statistics.median(seconds["shared"]),
+        "per_row_new_tokens": tokens["per_row"],
+        "shared_new_tokens": tokens["shared"],
+        "tasks": args.tasks,
+        "group_size": args.group_size,
+        "prompt_tokens": prompt_tokens,
+        "threads": torch.get_num_threads(),
+    }
+    print(
+        f"{args.tasks} tasks x {args.group_size} (prompts of {min(prompt_tokens)}-"
+        f"{max(prompt_tokens)} tokens): a prefill per row {row['per_row_seconds']:.1f} s, "
+        f"shared {row['shared_seconds']:.1f} s ({row['ratio_per_row_over_shared']:.2f}x)"
     )
     if args.out:
         write_record(args.out, [row], model=args.model, max_new_tokens=args.max_new_tokens)

@@ -10,6 +10,9 @@ the learner recomputes with the same temperature. Greedy decoding (T = 0) record
 
 Prompts of a batch are left-padded; rows that finish (end-of-sequence token, a stop string, or
 ``max_new_tokens``) are dropped from the batch as it goes, so no compute is spent on them.
+Identical prompts in a batch (a GRPO group: one task, several samples) are prefilled once and
+their KV cache rows copied, as vLLM's prefix caching does for a shared prompt: on long prompts
+the prefill is most of a batch's time.
 """
 
 from __future__ import annotations
@@ -85,6 +88,8 @@ class TransformersPolicy:
         adapter: for a peft model with several LoRA adapters, the one this policy samples with;
             ``None`` samples from the base model with the adapters switched off. Several
             policies can share one peft model, each with its own adapter.
+        share_prefill: prefill identical prompts of a batch once (``False``: once per row, the
+            baseline ``scripts/bench_sampler.py`` measures against).
     """
 
     def __init__(
@@ -101,8 +106,10 @@ class TransformersPolicy:
         max_batch_size: int = 64,
         max_prompt_tokens: int | None = None,
         adapter: str | None = None,
+        share_prefill: bool = True,
     ):
         self.model = model
+        self.share_prefill = bool(share_prefill)
         self.adapter = adapter
         self.tokenizer = tokenizer
         self.name = name or getattr(model.config, "_name_or_path", None) or type(model).__name__
@@ -223,10 +230,17 @@ class TransformersPolicy:
         self, prompts: list[list[int]], streams: list[StreamCallback | None]
     ) -> list[Completion]:
         device = self.device
-        width = max(len(p) for p in prompts)
-        input_ids = torch.full((len(prompts), width), self.pad_token_id, dtype=torch.long)
-        attention_mask = torch.zeros((len(prompts), width), dtype=torch.long)
-        for row, prompt in enumerate(prompts):  # left padding: every prompt ends at the edge
+        # distinct[source[row]] is row's prompt: the prefill runs over the distinct prompts only
+        firsts: dict[tuple[int, ...], int] = {}
+        if self.share_prefill:
+            source = [firsts.setdefault(tuple(p), len(firsts)) for p in prompts]
+        else:
+            source = list(range(len(prompts)))
+        distinct = list(firsts) if self.share_prefill else prompts
+        width = max(len(p) for p in distinct)
+        input_ids = torch.full((len(distinct), width), self.pad_token_id, dtype=torch.long)
+        attention_mask = torch.zeros((len(distinct), width), dtype=torch.long)
+        for row, prompt in enumerate(distinct):  # left padding: every prompt ends at the edge
             input_ids[row, width - len(prompt) :] = torch.tensor(prompt)
             attention_mask[row, width - len(prompt) :] = 1
         input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
@@ -250,8 +264,15 @@ class TransformersPolicy:
                 **{self._cache_name: cache},
             )
             cache = getattr(out, self._cache_name)
+            logits = out.logits[:, -1, :]
+            if len(distinct) < len(prompts):  # the prefill is done: one cache row per prompt
+                rows = torch.tensor(source, device=device)
+                cache.batch_select_indices(rows)
+                logits, attention_mask = logits[rows], attention_mask[rows]
+                step_positions = step_positions[rows]
+                distinct = prompts
             tokens, token_logprobs = sample_token(
-                out.logits[:, -1, :], self.sampling.temperature, self.sampling.top_p, self.generator
+                logits, self.sampling.temperature, self.sampling.top_p, self.generator
             )
             still = []
             for i, row in enumerate(active.tolist()):

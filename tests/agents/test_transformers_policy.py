@@ -119,6 +119,39 @@ def test_batches_are_split_at_max_batch_size_and_rows_keep_their_order(tiny_poli
         assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
 
 
+GROUPED = [CHATS[0], CHATS[0], CHATS[1], CHATS[0], CHATS[2], CHATS[1]]  # GRPO-shaped: repeats
+
+
+def test_identical_prompts_share_one_prefill_and_are_sampled_apart(tiny_policy):
+    policy = tiny_policy(temperature=1.0, max_new_tokens=12)
+    prefill_rows = []
+    hook = policy.model.register_forward_pre_hook(
+        lambda module, args, kwargs: prefill_rows.append(kwargs["input_ids"].shape),
+        with_kwargs=True,
+    )
+    try:
+        completions = policy.generate(GROUPED)
+    finally:
+        hook.remove()
+    assert prefill_rows[0][0] == 3  # three distinct prompts went through the prefill
+    assert prefill_rows[1][0] == 6 and prefill_rows[1][1] == 1  # then every row decodes
+    for completion in completions:  # each row's logprobs are still its own sampling pass's
+        assert completion.logprobs == pytest.approx(
+            recomputed_logprobs(policy, completion, 1.0), abs=1e-4
+        )
+    # the copies of a prompt are independent samples, not one sample copied
+    assert len({tuple(completions[i].response_token_ids) for i in (0, 1, 3)}) > 1
+
+
+def test_shared_prefill_answers_as_a_prefill_per_row_does(tiny_policy):
+    shared = tiny_policy(seed=1, temperature=0.0).generate(GROUPED)
+    per_row = tiny_policy(seed=1, temperature=0.0, share_prefill=False).generate(GROUPED)
+    for a, b in zip(shared, per_row, strict=True):
+        assert a.prompt_token_ids == b.prompt_token_ids
+        assert a.response_token_ids == b.response_token_ids and a.text == b.text
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
+
+
 def test_prompt_over_the_limit_is_a_clear_error(tiny_policy):
     policy = tiny_policy(max_prompt_tokens=8)
     with pytest.raises(PromptTooLongError, match="max_prompt_tokens=8"):
