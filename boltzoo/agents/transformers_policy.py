@@ -12,7 +12,8 @@ Prompts of a batch are left-padded; rows that finish (end-of-sequence token, a s
 ``max_new_tokens``) are dropped from the batch as it goes, so no compute is spent on them.
 Identical prompts in a batch (a GRPO group: one task, several samples) are prefilled once and
 their KV cache rows copied, as vLLM's prefix caching does for a shared prompt: on long prompts
-the prefill is most of a batch's time.
+the prefill is most of a batch's time. More prompts than ``max_batch_size`` are batched by
+length, so that short prompts are not padded to long ones.
 """
 
 from __future__ import annotations
@@ -180,13 +181,18 @@ class TransformersPolicy:
     ) -> list[Completion]:
         """Return a Completion for each prompt given as token ids (no chat template applied);
         ``streams`` as in :meth:`generate`."""
-        completions: list[Completion] = []
         started, new_tokens = time.perf_counter(), 0
         streams = list(streams) if streams is not None else [None] * len(prompts)
-        for start in range(0, len(prompts), self.max_batch_size):
-            end = start + self.max_batch_size
-            batch = [list(p) for p in prompts[start:end]]
-            completions.extend(self._sample_batch(batch, streams[start:end]))
+        order = list(range(len(prompts)))
+        if len(prompts) > self.max_batch_size:  # batches of similar lengths: less left padding
+            order.sort(key=lambda i: len(prompts[i]))
+        by_position: dict[int, Completion] = {}
+        for start in range(0, len(order), self.max_batch_size):
+            rows = order[start : start + self.max_batch_size]
+            batch = [list(prompts[i]) for i in rows]
+            sampled = self._sample_batch(batch, [streams[i] for i in rows])
+            by_position.update(zip(rows, sampled, strict=True))
+        completions = [by_position[i] for i in range(len(prompts))]
         new_tokens = sum(len(c.response_token_ids) for c in completions)
         elapsed = time.perf_counter() - started
         self.last_stats = {

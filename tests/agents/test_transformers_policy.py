@@ -119,6 +119,29 @@ def test_batches_are_split_at_max_batch_size_and_rows_keep_their_order(tiny_poli
         assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
 
 
+def test_more_prompts_than_a_batch_are_batched_by_length(tiny_policy):
+    long_chat = [*CHATS[1][:-1], {"role": "tool", "content": "<calc>12*7</calc> = 84 buns"}]
+    chats = [CHATS[1], CHATS[0], long_chat, CHATS[2]]  # long, short, long, short
+    policy = tiny_policy(temperature=0.0, max_batch_size=2)
+    lengths = [len(policy.encode_chat(chat)) for chat in chats]
+    prefills = []
+    hook = policy.model.register_forward_pre_hook(
+        lambda module, args, kwargs: (
+            prefills.append(tuple(kwargs["input_ids"].shape))
+            if kwargs["input_ids"].shape[1] > 1
+            else None
+        ),
+        with_kwargs=True,
+    )
+    try:
+        completions = policy.generate(chats)
+    finally:
+        hook.remove()
+    # the two short prompts share a batch, padded to the longer of them, not to a long one
+    assert prefills == [(2, max(lengths[1], lengths[3])), (2, max(lengths[0], lengths[2]))]
+    assert [c.prompt_token_ids for c in completions] == [policy.encode_chat(c) for c in chats]
+
+
 GROUPED = [CHATS[0], CHATS[0], CHATS[1], CHATS[0], CHATS[2], CHATS[1]]  # GRPO-shaped: repeats
 
 
