@@ -44,7 +44,7 @@ def _model_lock(model: Any) -> threading.Lock:
         return _MODEL_LOCKS.setdefault(model, threading.Lock())
 
 
-__all__ = ["PromptTooLongError", "TransformersPolicy", "sample_token"]
+__all__ = ["PromptTooLongError", "TransformersPolicy", "kv_cache_argument", "sample_token"]
 
 StreamCallback = Callable[[int, float | None], None]  # (token id, logprob): see Turn.stream
 
@@ -128,10 +128,7 @@ class TransformersPolicy:
             else min(self.eos_token_ids)
         )
         self.last_stats: dict[str, float] = {}
-        # transformers 5 renamed the KV-cache argument and output from past_key_values to cache.
-        base = model.get_base_model() if hasattr(model, "get_base_model") else model  # peft
-        parameters = inspect.signature(base.forward).parameters
-        self._cache_name = "cache" if "cache" in parameters else "past_key_values"
+        self._cache_name = kv_cache_argument(model)
 
     @property
     def device(self) -> torch.device:
@@ -333,6 +330,13 @@ class TransformersPolicy:
 
     def __repr__(self) -> str:
         return f"TransformersPolicy({self.name!r}, version={self.version})"
+
+
+def kv_cache_argument(model: Any) -> str:
+    """Return the name of ``model``'s KV-cache argument and output: ``cache`` since
+    transformers 5 renamed it, ``past_key_values`` before."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # peft
+    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
 
 
 def _as_list(value: Any) -> list:

@@ -178,6 +178,11 @@ class TrainerConfig:
         "forward pass, each call's tokens with its own advantage (token aggregation only)",
         default=True,
     )
+    share_prompts: bool = _help(
+        "sequences that start with the same prompt (a group's samples) share one forward pass "
+        "over it in the learner, its KV cache copied to each (token and sequence aggregation)",
+        default=True,
+    )
 
     # --- optimiser
     lr: float = _help("AdamW learning rate", default=1e-5)

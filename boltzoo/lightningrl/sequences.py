@@ -8,6 +8,13 @@ passes that both re-read the shared start (Agent Lightning v1 merges calls the s
 response token keeps its own call's advantage, sampling logprob and temperature; tool and prompt
 tokens are never targets. Calls whose ids do not continue (another prompt, a response the
 template re-tokenises differently) stay sequences of their own.
+
+Sequences that start with the same prompt (a GRPO group: one task, several samples) share one
+pass over it: ``micro_batches(..., share_prompts=True)`` keeps a group in one micro-batch and
+``response_logprobs`` runs the prompt once, copies its KV cache rows to the group, then runs each
+row's tokens after it. The gradient flows through the copied cache into the one prompt pass, so
+the loss and its gradient are those of a full pass per row (up to rounding), at a fraction of the
+compute when the prompt is long (sql-v0: prompts of 400-1,000 tokens, answers of up to 96).
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from typing import Any
 
 import torch
 
+from boltzoo.agents.transformers_policy import kv_cache_argument
 from boltzoo.lightningrl.transitions import Transition
 
 
@@ -35,6 +43,11 @@ class PackedCalls:
     def episode_id(self) -> str:
         """Return the episode the calls come from."""
         return self.calls[0].episode_id
+
+    @property
+    def prompt(self) -> tuple[int, ...]:
+        """Return the first call's prompt ids: what the rows of a group have in common."""
+        return tuple(self.token_ids[: self.response_starts[0]])
 
     @property
     def window(self) -> int:
@@ -82,14 +95,21 @@ def call_spans(row: PackedCalls, width: int) -> list[tuple[Transition, int, int]
     ]
 
 
-def micro_batches(rows: list[Any], max_tokens: int, by_episode: bool = False) -> list[list[Any]]:
+def micro_batches(
+    rows: list[Any], max_tokens: int, by_episode: bool = False, share_prompts: bool = False
+) -> list[list[Any]]:
     """Return ``rows`` (transitions or packed sequences) in micro-batches of similar length
     (sorted), each padded size ``sequences * longest`` at most ``max_tokens`` (a longer single
     unit goes alone).
 
     With ``by_episode`` an episode's rows stay in one micro-batch (the episode-mean loss then
-    splits exactly across micro-batches).
+    splits exactly across micro-batches). With ``share_prompts`` (packed rows only) the rows
+    that start with the same prompt go together, the prompt counted once: a micro-batch costs
+    ``prompts * longest prompt + rows * longest window`` tokens (what ``response_logprobs`` then
+    runs), and a group whose windows alone exceed ``max_tokens`` is split.
     """
+    if share_prompts and not by_episode:
+        return _prompt_sharing_batches(rows, max_tokens)
 
     def length(row: Any) -> int:
         if isinstance(row, PackedCalls):
@@ -113,6 +133,40 @@ def micro_batches(rows: list[Any], max_tokens: int, by_episode: bool = False) ->
     return batches
 
 
+def _prompt_sharing_batches(rows: list[PackedCalls], max_tokens: int) -> list[list[PackedCalls]]:
+    """``micro_batches`` with ``share_prompts``: units are a prompt's rows (split where their
+    windows exceed ``max_tokens``), packed greedily by length while the cost stays within it."""
+    groups: dict[tuple[int, ...], list[PackedCalls]] = {}
+    for row in rows:
+        groups.setdefault(row.prompt, []).append(row)
+    units: list[list[PackedCalls]] = []
+    for group in groups.values():
+        group = sorted(group, key=lambda row: row.window)
+        chunk: list[PackedCalls] = []
+        for row in group:  # windows ascending: the last row is the longest so far
+            if chunk and (len(chunk) + 1) * row.window > max_tokens:
+                units.append(chunk)
+                chunk = []
+            chunk.append(row)
+        units.append(chunk)
+
+    def cost(batch: list[PackedCalls]) -> int:
+        prompts = {row.prompt for row in batch}
+        return len(prompts) * max(map(len, prompts)) + len(batch) * max(r.window for r in batch)
+
+    units.sort(key=lambda unit: max(len(row.token_ids) for row in unit))
+    batches: list[list[PackedCalls]] = []
+    current: list[PackedCalls] = []
+    for unit in units:
+        if current and cost(current + unit) > max_tokens:
+            batches.append(current)
+            current = []
+        current.extend(unit)
+    if current:
+        batches.append(current)
+    return batches
+
+
 def response_logprobs(
     model: Any,
     batch: Sequence[Transition | PackedCalls],
@@ -120,6 +174,7 @@ def response_logprobs(
     pad_token_id: int,
     with_entropy: bool = False,
     per_call_temperature: bool = False,
+    share_prompts: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """Return ``(logprobs, mask, entropy)`` of the response tokens, each (B, W).
 
@@ -128,41 +183,97 @@ def response_logprobs(
     longest window (a row's tokens from its first response on): ``log_softmax(z / T)`` of the
     token that followed each position. ``mask`` marks response tokens (tool outputs and padding
     in a window are not). ``T`` is ``temperature``, or with ``per_call_temperature`` each call's
-    recorded temperature (``temperature`` where it recorded none).
+    recorded temperature (``temperature`` where it recorded none). With ``share_prompts``, rows
+    that start with the same prompt share one pass over it (see the module's docstring).
     """
     rows = [r if isinstance(r, PackedCalls) else pack_calls([r])[0] for r in batch]
     device = next(model.parameters()).device
-    width = max(len(r.token_ids) for r in rows)
     window = max(r.window for r in rows)
-    input_ids = torch.full((len(rows), width), pad_token_id, dtype=torch.long)
-    attention = torch.zeros((len(rows), width), dtype=torch.long)
     mask = torch.zeros((len(rows), window), dtype=torch.bool)
     temperatures = torch.full((len(rows), window), float(temperature))
     for i, row in enumerate(rows):
-        input_ids[i, width - len(row.token_ids) :] = torch.tensor(row.token_ids)
-        attention[i, width - len(row.token_ids) :] = 1
         for call, begin, end in call_spans(row, window):
             mask[i, begin:end] = True
             if per_call_temperature and call.temperature is not None:
                 temperatures[i, begin:end] = float(call.temperature)
-    input_ids, attention, mask = input_ids.to(device), attention.to(device), mask.to(device)
-    positions = (attention.cumsum(-1) - 1).clamp(min=0)
-    out = model(
-        input_ids=input_ids,
-        attention_mask=attention,
-        position_ids=positions,
-        logits_to_keep=window + 1,
-    )
+    mask = mask.to(device)
+    prompts = list(dict.fromkeys(row.prompt for row in rows))
+    if share_prompts and len(prompts) < len(rows) and min(map(len, prompts)) > 1:
+        input_ids, logits = _logits_over_shared_prompts(model, rows, prompts, window, pad_token_id)
+    else:
+        input_ids, attention = _left_padded([r.token_ids for r in rows], pad_token_id, device)
+        out = model(
+            input_ids=input_ids,
+            attention_mask=attention,
+            position_ids=(attention.cumsum(-1) - 1).clamp(min=0),
+            logits_to_keep=window + 1,
+        )
+        logits = out.logits
     # Position p predicts token p + 1: the last W + 1 logits, less the very last, predict the
     # last W tokens (each row's window, right-aligned).
-    logits = out.logits[:, :-1, :].float()
+    logits = logits[:, :-1, :].float()
     # z / T per token (T = 0, greedy sampling, leaves the logits as they are)
     temperatures = temperatures.to(device)
     logits = logits / torch.where(temperatures > 0, temperatures, 1.0).unsqueeze(-1)
     logprobs_all = torch.log_softmax(logits, dim=-1)
-    targets = input_ids[:, width - window :]
+    targets = input_ids[:, -window:]
     logprobs = logprobs_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     entropy = None
     if with_entropy:
         entropy = -(logprobs_all.exp() * logprobs_all).sum(-1)
     return logprobs, mask, entropy
+
+
+def _left_padded(
+    sequences: Sequence[Sequence[int]], pad_token_id: int, device: Any
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Return ``(input_ids, attention_mask)``: the sequences left-padded to the longest."""
+    width = max(len(ids) for ids in sequences)
+    input_ids = torch.full((len(sequences), width), pad_token_id, dtype=torch.long)
+    attention = torch.zeros((len(sequences), width), dtype=torch.long)
+    for i, ids in enumerate(sequences):
+        input_ids[i, width - len(ids) :] = torch.tensor(list(ids))
+        attention[i, width - len(ids) :] = 1
+    return input_ids.to(device), attention.to(device)
+
+
+def _logits_over_shared_prompts(
+    model: Any,
+    rows: list[PackedCalls],
+    prompts: list[tuple[int, ...]],
+    window: int,
+    pad_token_id: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Return ``(input_ids, logits)`` of the rows' last ``window + 1`` tokens, right-aligned,
+    as one left-padded pass per row would give them, with each distinct prompt run once.
+
+    Each prompt but its last token goes through the model once (its KV cache keeps the graph,
+    so gradients reach it); the cache rows are copied to the rows that start with it; then each
+    row runs from its prompt's last token on (left-padded to ``window + 1``: padding sits between
+    a prompt and its row's tokens, masked, with positions counted on from the prompt's).
+    """
+    device = next(model.parameters()).device
+    heads, head_mask = _left_padded([p[:-1] for p in prompts], pad_token_id, device)
+    out = model(
+        input_ids=heads,
+        attention_mask=head_mask,
+        position_ids=(head_mask.cumsum(-1) - 1).clamp(min=0),
+        use_cache=True,
+        logits_to_keep=1,
+    )
+    cache = getattr(out, kv_cache_argument(model))
+    source = {prompt: i for i, prompt in enumerate(prompts)}
+    rows_prompt = torch.tensor([source[row.prompt] for row in rows], device=device)
+    cache.batch_select_indices(rows_prompt)
+    head_mask = head_mask[rows_prompt]
+    tails = [row.token_ids[row.response_starts[0] - 1 :] for row in rows]  # window + 1 each
+    input_ids, tail_mask = _left_padded(tails, pad_token_id, device)
+    positions = head_mask.sum(-1, keepdim=True) + (tail_mask.cumsum(-1) - 1).clamp(min=0)
+    out = model(
+        input_ids=input_ids,
+        attention_mask=torch.cat([head_mask, tail_mask], dim=1),
+        position_ids=positions,
+        use_cache=True,
+        **{kv_cache_argument(model): cache},
+    )
+    return input_ids, out.logits

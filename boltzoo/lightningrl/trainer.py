@@ -475,7 +475,10 @@ class Trainer:
         # Calls that continue each other share one forward pass (the token mean allows it: a
         # token weighs the same wherever it sits); sequence and episode means keep calls apart.
         rows = pack_calls(transitions, merge=cfg.pack_calls and cfg.aggregation == "token")
-        for batch in micro_batches(rows, self.micro_batch_tokens, by_episode=by_episode):
+        batches = micro_batches(
+            rows, self.micro_batch_tokens, by_episode=by_episode, share_prompts=cfg.share_prompts
+        )
+        for batch in batches:
             out = self._micro_batch_loss(model, batch, name)
             if not torch.isfinite(out.loss):
                 return False
@@ -502,7 +505,13 @@ class Trainer:
         def logprobs_of(module: Any, with_entropy: bool = False) -> Any:
             # each call at the temperature it was sampled with (the config's if not recorded)
             return response_logprobs(
-                module, batch, cfg.temperature, pad, with_entropy, per_call_temperature=True
+                module,
+                batch,
+                cfg.temperature,
+                pad,
+                with_entropy,
+                per_call_temperature=True,
+                share_prompts=cfg.share_prompts,
             )
 
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.use_bf16):

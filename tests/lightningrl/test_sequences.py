@@ -11,7 +11,7 @@ import boltzoo
 from boltzoo.agents.models import tiny_model
 from boltzoo.agents.scripted import ScriptedPolicy
 from boltzoo.lightningrl.config import TrainerConfig
-from boltzoo.lightningrl.sequences import pack_calls, response_logprobs
+from boltzoo.lightningrl.sequences import micro_batches, pack_calls, response_logprobs
 from boltzoo.lightningrl.trainer import Trainer
 from boltzoo.lightningrl.transitions import flatten
 
@@ -81,3 +81,89 @@ def test_a_packed_update_has_the_gradient_of_the_calls_one_by_one(
     assert separate.keys() == packed.keys() and separate
     for name in separate:
         torch.testing.assert_close(packed[name], separate[name], rtol=1e-4, atol=1e-7)
+
+
+@pytest.fixture
+def grouped_rows(two_turn_calls):
+    """GRPO-shaped rows: each episode's packed two-call row plus two more samples of its first
+    call (other responses, other lengths), so that three rows start with each prompt."""
+    rows = pack_calls(two_turn_calls)
+    samples = []
+    for k, row in enumerate(rows):
+        first = row.calls[0]
+        for j, length in enumerate((3, 9)):
+            response = [(first.response_token_ids[0] + 7 * j + k + i) % 5000 for i in range(length)]
+            other = dataclasses.replace(
+                first,
+                episode_id=f"{first.episode_id}-{j}",
+                response_token_ids=response,
+                logprobs=None,
+                advantage=[0.5, -1.5][j],
+            )
+            samples.append(pack_calls([other])[0])
+    return rows + samples
+
+
+def test_rows_of_one_prompt_share_its_pass_and_get_the_logprobs_of_a_pass_each(
+    grouped_rows, smollm2_tokenizer
+):
+    model = tiny_model(len(smollm2_tokenizer))
+    pad = smollm2_tokenizer.pad_token_id
+    prompts = {row.prompt for row in grouped_rows}
+    assert len(prompts) == 3 and len(grouped_rows) == 9
+    seen = []
+    hook = model.register_forward_pre_hook(
+        lambda module, args, kwargs: seen.append(tuple(kwargs["input_ids"].shape)),
+        with_kwargs=True,
+    )
+    with torch.no_grad():
+        shared, mask, _ = response_logprobs(model, grouped_rows, 0.7, pad)
+        hook.remove()
+        alone, alone_mask, _ = response_logprobs(model, grouped_rows, 0.7, pad, share_prompts=False)
+    # one pass over the three prompts (less their last token), then every row from there on
+    window = max(row.window for row in grouped_rows)
+    assert seen == [(3, max(map(len, prompts)) - 1), (9, window + 1)]
+    assert torch.equal(mask, alone_mask) and shared.shape == alone.shape
+    torch.testing.assert_close(shared[mask], alone[mask], rtol=1e-4, atol=1e-5)
+
+
+def test_an_update_over_shared_prompts_has_the_gradient_of_a_pass_each(
+    tmp_path, grouped_rows, smollm2_tokenizer
+):
+    gradients = []
+    for share in (False, True):
+        config = TrainerConfig(
+            env="math-v0",
+            model="tiny",
+            output_dir=str(tmp_path / str(share)),
+            progress=False,
+            share_prompts=share,
+        )
+        model = tiny_model(len(smollm2_tokenizer))
+        trainer = Trainer(config, model=model, tokenizer=smollm2_tokenizer)
+        model = trainer.models["policy"]
+        model.train()
+        trainer._micro_batch_loss(model, grouped_rows).loss.backward()
+        gradients.append({n: p.grad for n, p in model.named_parameters() if p.grad is not None})
+    alone, shared = gradients
+    assert alone.keys() == shared.keys() and alone
+    for name in alone:
+        torch.testing.assert_close(shared[name], alone[name], rtol=1e-4, atol=1e-7)
+
+
+def test_micro_batches_keep_a_prompts_rows_together_and_count_the_prompt_once(grouped_rows):
+    prompt = max(len(row.prompt) for row in grouped_rows)
+    window = max(row.window for row in grouped_rows)
+    # room for one prompt and its three rows, not for two prompts' rows
+    budget = prompt + 3 * window
+    batches = micro_batches(grouped_rows, budget, share_prompts=True)
+    assert sorted(len(b) for b in batches) == [3, 3, 3]
+    assert all(len({row.prompt for row in batch}) == 1 for batch in batches)
+    # without sharing each row counts its prompt: the same budget holds fewer rows
+    assert len(micro_batches(grouped_rows, budget)) > 3
+    # windows alone over the budget: a prompt's rows are split, every row still there once
+    split = micro_batches(grouped_rows, 2 * window - 1, share_prompts=True)
+    assert sorted(map(id, (row for batch in split for row in batch))) == sorted(
+        map(id, grouped_rows)
+    )
+    assert max(len(batch) for batch in split) < 3
