@@ -1,5 +1,5 @@
 """The ``boltzoo`` command line: ``envs``, ``eval``, ``rollout``, ``sft``, ``train``, ``serve``,
-``plot``, ``export``.
+``plot``, ``compare``, ``export``.
 
 boltzoo envs
 boltzoo eval math-v0 --policy oracle --episodes 50
@@ -13,6 +13,8 @@ boltzoo train math-v0 --model smollm2-135m --train-agents '["solver"]' --steps 5
 boltzoo serve --model smollm2-135m --port 8000
 boltzoo plot runs/math --out runs/math/figures
 boltzoo plot runs/math-a runs/math-b --out runs/compare
+boltzoo compare runs/math --by level
+boltzoo compare runs/sft runs/math --by template
 boltzoo export runs/math models/math-solver
 """
 
@@ -411,6 +413,36 @@ def cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from boltzoo.lightningrl.report import compare_evaluations
+
+    try:
+        result = compare_evaluations(
+            args.before_run, args.after_run, args.before_step, args.after_step, args.by
+        )
+    except (FileNotFoundError, ValueError) as error:
+        print(f"boltzoo: {error}", file=sys.stderr)
+        return 2
+    paired = result["paired"]
+    if args.json:
+        print(json.dumps(result | {"paired": asdict(paired) | {"p_value": paired.p_value}}))
+        return 0
+    for side in ("before", "after"):
+        row = result[side]
+        print(f"{side}: {row['run']} at step {row['step']}: {row['success_rate']:.1%}")
+    print(f"task by task: {paired}")
+    changed = [g for g in result.get("groups", []) if g["right_before"] != g["right_after"]]
+    if changed:
+        print(f"{args.by} whose tasks changed (right before -> after, of tasks):")
+        width = max(len(g["value"]) for g in changed)
+        for g in changed:
+            before, after = g["right_before"], g["right_after"]
+            print(f"  {g['value']:<{width}}  {before} -> {after} of {g['tasks']}")
+    return 0
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     from boltzoo.lightningrl.report import export_run
 
@@ -557,6 +589,25 @@ def build_parser() -> argparse.ArgumentParser:
         "--window", type=int, default=10, help="compare.png: steps in the training-success mean"
     )
 
+    compare = sub.add_parser(
+        "compare",
+        help="compare two held-out evaluations task by task (McNemar), optionally per task field",
+    )
+    compare.add_argument("before_run", help="the run of the first evaluation")
+    compare.add_argument(
+        "after_run", nargs="?", default=None, help="the run of the second (default: the same)"
+    )
+    compare.add_argument(
+        "--before-step", type=int, default=None, help="default: the first run's first evaluation"
+    )
+    compare.add_argument(
+        "--after-step", type=int, default=None, help="default: the second run's last evaluation"
+    )
+    compare.add_argument(
+        "--by", default=None, metavar="FIELD", help="also per value of a task field (template...)"
+    )
+    compare.add_argument("--json", action="store_true", help="print the comparison as JSON")
+
     export = sub.add_parser(
         "export", help="save a run's latest checkpoint as a plain transformers model folder"
     )
@@ -580,6 +631,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "eval": cmd_eval,
             "rollout": cmd_rollout,
             "plot": cmd_plot,
+            "compare": cmd_compare,
             "export": cmd_export,
         }
         return commands[args.command](args)

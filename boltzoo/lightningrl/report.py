@@ -1,6 +1,7 @@
 """After a run: learning-curve figures (``plot_run``, and ``compare_runs`` for several runs on
-one figure), two held-out evaluations compared task by task (``paired_outcomes``) and a plain
-transformers export (``export_run``).
+one figure), two held-out evaluations compared task by task (``paired_outcomes``; with the
+tasks grouped by a field, ``compare_evaluations``) and a plain transformers export
+(``export_run``).
 
 A run directory holds ``metrics.jsonl`` (one JSON object per step, written by the trainer) and
 ``checkpoints/`` (see ``checkpoint.py``). Figures are drawn with matplotlib's Agg backend, so no
@@ -262,6 +263,98 @@ def paired_outcomes(before: dict[str, Any], after: dict[str, Any]) -> PairedOutc
         gained=len(right_after - right_before),
         lost=len(right_before - right_after),
     )
+
+
+def evaluation_at(run_dir: str | Path, step: int | None = None, last: bool = True) -> dict:
+    """Return the evaluation row of ``metrics.jsonl`` logged at ``step`` (``None``: the run's
+    last evaluation, or its first when not ``last``); it must have task-by-task outcomes.
+
+    Raises:
+        ValueError: When the run has no such evaluation, or it has no outcomes per task.
+    """
+    evaluations = [m for m in read_metrics(run_dir) if "eval_success_rate" in m]
+    if step is not None:
+        evaluations = [m for m in evaluations if m["step"] == step]
+    if not evaluations:
+        at = f" at step {step}" if step is not None else ""
+        raise ValueError(f"{run_dir} has no held-out evaluation{at}")
+    row = evaluations[-1] if last else evaluations[0]
+    if "eval_task_ids" not in row or "eval_right" not in row:
+        raise ValueError(
+            f"{run_dir}'s evaluation at step {row['step']} has no task-by-task outcomes "
+            "(eval_task_ids, eval_right): it was logged by an older boltzoo"
+        )
+    return row
+
+
+def compare_evaluations(
+    before_run: str | Path,
+    after_run: str | Path | None = None,
+    before_step: int | None = None,
+    after_step: int | None = None,
+    by: str | None = None,
+) -> dict[str, Any]:
+    """Compare two held-out evaluations task by task, overall and per value of a task field.
+
+    Args:
+        before_run: the run whose evaluation comes first (at ``before_step``; default: its
+            first evaluation).
+        after_run: the run whose evaluation comes second (at ``after_step``; default: its
+            last); ``None``: ``before_run`` again, so its first and last evaluations compare.
+        by: a field of the env's tasks (``template``, ``level``, ``db_id``...) to group the
+            tasks by; the tasks are those of ``after_run``'s evaluation env (its config's
+            ``env``, ``env_kwargs`` and ``eval_env_kwargs``).
+
+    Returns:
+        ``{"before": {run, step, success_rate}, "after": {...}, "paired": PairedOutcomes}``,
+        and with ``by``: ``"groups"``, one ``{value, tasks, right_before, right_after}`` per
+        value of the field, the most gained first.
+
+    Raises:
+        ValueError: When an evaluation is missing, has no outcomes per task, or the two runs
+            evaluated different envs.
+    """
+    after_run = before_run if after_run is None else after_run
+    before = evaluation_at(before_run, before_step, last=False)
+    after = evaluation_at(after_run, after_step, last=True)
+    configs = [json.loads((Path(r) / "config.json").read_text()) for r in (before_run, after_run)]
+    envs = [
+        (c["env"], {**c.get("env_kwargs", {}), **c.get("eval_env_kwargs", {})}) for c in configs
+    ]
+    if envs[0] != envs[1]:
+        raise ValueError(f"the runs evaluated different envs: {envs[0]} and {envs[1]}")
+    result: dict[str, Any] = {
+        "before": {
+            "run": str(before_run),
+            "step": before["step"],
+            "success_rate": before["eval_success_rate"],
+        },
+        "after": {
+            "run": str(after_run),
+            "step": after["step"],
+            "success_rate": after["eval_success_rate"],
+        },
+        "paired": paired_outcomes(before, after),
+    }
+    if by is not None:
+        from boltzoo.lightningrl.curriculum import task_pools
+        from boltzoo.registration import make
+
+        env_id, kwargs = envs[1]
+        pools = task_pools(make(env_id, **kwargs).unwrapped.tasks, by)
+        common = sorted(set(before["eval_task_ids"]) & set(after["eval_task_ids"]))
+        right = [set(before["eval_right"]), set(after["eval_right"])]
+        groups: dict[str, list[int]] = {}
+        for index in common:
+            value = groups.setdefault(pools[index], [0, 0, 0])
+            value[0] += 1
+            value[1] += index in right[0]
+            value[2] += index in right[1]
+        result["groups"] = [
+            {"value": v, "tasks": n, "right_before": b, "right_after": a}
+            for v, (n, b, a) in sorted(groups.items(), key=lambda kv: (kv[1][1] - kv[1][2], kv[0]))
+        ]
+    return result
 
 
 def export_run(run_dir: str | Path, out_dir: str | Path) -> Path:

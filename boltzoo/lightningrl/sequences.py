@@ -216,7 +216,7 @@ def response_logprobs(
     temperatures = temperatures.to(device)
     logits = logits / torch.where(temperatures > 0, temperatures, 1.0).unsqueeze(-1)
     logprobs_all = torch.log_softmax(logits, dim=-1)
-    targets = input_ids[:, -window:]
+    targets = input_ids[:, input_ids.shape[1] - window :]
     logprobs = logprobs_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     entropy = None
     if with_entropy:

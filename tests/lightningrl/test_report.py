@@ -10,6 +10,7 @@ import torch
 from boltzoo.cli import main
 from boltzoo.errors import DatasetError
 from boltzoo.lightningrl.report import (
+    compare_evaluations,
     compare_runs,
     export_run,
     paired_outcomes,
@@ -260,3 +261,71 @@ def test_export_without_a_checkpoint_is_a_clear_error(tmp_path, capsys):
     assert main(["export", str(tmp_path), str(tmp_path / "out")]) == 2
     assert "no checkpoint" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def write_run(run, rows, **env_kwargs):
+    write_metrics(run, rows)
+    config = {"env": "math-v0", "env_kwargs": env_kwargs, "eval_env_kwargs": {"split": "test"}}
+    (run / "config.json").write_text(json.dumps(config))
+
+
+def test_compare_evaluations_groups_the_changed_tasks_by_a_task_field(tmp_path, capsys):
+    import boltzoo
+
+    tasks = boltzoo.make("math-v0", split="test").unwrapped.tasks
+    template = tasks[0].template
+    same = [i for i in range(40) if tasks[i].template == template]
+    other = [i for i in range(40) if tasks[i].template != template]
+    assert len(same) >= 2 and len(other) >= 2
+    run = tmp_path / "rl"
+    # step 0: two tasks of `template` right; step 30: both lost, two tasks of others gained
+    write_run(
+        run,
+        [
+            evaluation(0, range(40), same[:2]),
+            {"step": 10, "reward": 0.5},
+            evaluation(30, range(40), other[:2]),
+        ],
+    )
+    result = compare_evaluations(run, by="template")
+    assert (result["before"]["step"], result["after"]["step"]) == (0, 30)
+    paired = result["paired"]
+    assert (paired.tasks, paired.kept, paired.gained, paired.lost) == (40, 0, 2, 2)
+    groups = {g["value"]: g for g in result["groups"]}
+    assert sum(g["tasks"] for g in groups.values()) == 40
+    assert groups[template] == {
+        "value": template,
+        "tasks": len(same),
+        "right_before": 2,
+        "right_after": 0,
+    }
+    assert result["groups"][-1]["value"] == template  # the most lost last
+    assert main(["compare", str(run), "--by", "template"]) == 0
+    out = capsys.readouterr().out
+    assert "-2 newly wrong" in out and f"{template}" in out and "2 -> 0 of" in out
+    # another run's evaluation at a given step against this one's first
+    second = tmp_path / "rl2"
+    write_run(second, [evaluation(0, range(40), same[:2]), evaluation(5, range(40), same[:3])])
+    result = compare_evaluations(run, second, after_step=5)
+    assert result["after"] == {"run": str(second), "step": 5, "success_rate": 3 / 40}
+    assert (result["paired"].kept, result["paired"].gained) == (2, 1)
+    assert main(["compare", str(run), str(second), "--after-step", "5", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["paired"]["gained"] == 1
+
+
+def test_compare_evaluations_refuses_what_it_cannot_compare(tmp_path, capsys):
+    run, other_env = tmp_path / "rl", tmp_path / "medium"
+    write_run(run, [evaluation(0, range(4), [0]), evaluation(3, range(4), [1])])
+    write_run(other_env, [evaluation(0, range(4), [0])], level="medium")
+    with pytest.raises(ValueError, match="no held-out evaluation at step 7"):
+        compare_evaluations(run, after_step=7)
+    with pytest.raises(ValueError, match="different envs"):
+        compare_evaluations(run, other_env)
+    with pytest.raises(ValueError, match="no field 'colour'"):
+        compare_evaluations(run, by="colour")
+    old = tmp_path / "old"
+    write_run(old, [{"step": 0, "eval_success_rate": 0.5}])
+    assert main(["compare", str(old)]) == 2
+    assert "no task-by-task outcomes" in capsys.readouterr().err
+    assert main(["compare", str(tmp_path / "missing")]) == 2
+    assert "no metrics file" in capsys.readouterr().err
