@@ -51,6 +51,9 @@ and at the end ``success``, ``score`` and ``sql`` (the final query).
 * ``split``: generated: ``"train"``, ``"test"`` (same templates, other instances) or
   ``"test_unseen"`` (templates and a database never seen in training); Spider: ``"dev"`` or
   ``"train"``, all rows of that file in order.
+* ``synthetic_databases``: generated train split only: adds the tasks of that many synthetic
+  two-table databases (``boltzoo.envs.data.sql_synthetic``: other schemas to read, generic
+  questions; about 24 tasks each); other splits and datasets ignore it. Default 0.
 * ``database``: an SQLAlchemy URL (or file path) that replaces every task's database, e.g. the
   same Chinook served by PostgreSQL.
 * ``agents``, ``max_rounds`` (default 3), ``max_turns`` (default ``1 + 2 * max_rounds``),
@@ -78,6 +81,7 @@ from boltzoo.envs.base import (
     ToolSpec,
     string_parameters,
 )
+from boltzoo.envs.data.sql_synthetic import synthetic_tasks
 from boltzoo.envs.data.sql_tasks import SQLTask, generate_tasks, load_spider
 from boltzoo.envs.protocol import extract_sql, parse_verdict
 from boltzoo.envs.tools.sql import QueryResult, SQLSandbox, gold_is_ordered, results_match
@@ -153,6 +157,7 @@ class raw_env(LLMTurnEnv):
         prompts: dict[str, str] | None = None,
         render_mode: str | None = None,
         max_action_chars: int = DEFAULT_MAX_ACTION_CHARS,
+        synthetic_databases: int = 0,
     ):
         if max_rounds < 0:
             raise ValueError(f"max_rounds must be 0 or more, got {max_rounds}")
@@ -171,6 +176,10 @@ class raw_env(LLMTurnEnv):
         self.max_result_rows = int(max_result_rows)
         self.database_override = None if database is None else str(database)
         self.tasks: list[SQLTask] = load_sql_tasks(dataset, split, path)
+        if synthetic_databases < 0:
+            raise ValueError(f"synthetic_databases must be 0 or more, got {synthetic_databases}")
+        if synthetic_databases and dataset == "generated" and (split or "train") == "train":
+            self.tasks += synthetic_tasks(synthetic_databases)
         self._schemas: dict[str, str] = {}
 
     # --- helpers ---------------------------------------------------------------------------

@@ -1,0 +1,101 @@
+"""Synthetic databases for sql-v0's train split: deterministic, valid, answerable, replayable."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import Counter
+from contextlib import closing
+
+import pytest
+
+import boltzoo
+from boltzoo.agents import OraclePolicy
+from boltzoo.envs.data import sql_synthetic
+from boltzoo.envs.data.sql_synthetic import TEMPLATE_KINDS, synthetic_db, synthetic_tasks
+
+
+@pytest.fixture(scope="module", autouse=True)
+def private_cache(tmp_path_factory):
+    """Build the databases into a throwaway BOLTZOO_CACHE, never into ~/.cache."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("BOLTZOO_CACHE", str(tmp_path_factory.mktemp("boltzoo-cache")))
+        sql_synthetic._tasks.cache_clear()
+        yield
+    sql_synthetic._tasks.cache_clear()
+
+
+def test_tasks_are_deterministic_and_a_database_s_tasks_do_not_depend_on_the_count():
+    six = synthetic_tasks(6)
+    assert six == synthetic_tasks(6) and six is not synthetic_tasks(6)
+    assert synthetic_tasks(2) == [t for t in six if t.db_id in ("synthetic000", "synthetic001")]
+    assert synthetic_tasks(0) == []
+    with pytest.raises(ValueError, match="0 or more"):
+        synthetic_tasks(-1)
+
+
+def test_every_task_is_a_train_task_of_its_own_database_with_a_unique_id():
+    tasks = synthetic_tasks(12)
+    assert len({t.task_id for t in tasks}) == len(tasks) == 12 * 24
+    assert {t.split for t in tasks} == {"train"}
+    assert Counter(t.db_id for t in tasks) == {f"synthetic{i:03d}": 24 for i in range(12)}
+    assert {t.template for t in tasks} == {f"synthetic/{kind}" for kind in TEMPLATE_KINDS}
+    # the schemas differ: six parent/child pairs, each with column subsets of its own
+    schemas = set()
+    for index in range(12):
+        with closing(sqlite3.connect(synthetic_db(index))) as db:
+            schemas.add(tuple(r[0] for r in db.execute("SELECT sql FROM sqlite_master")))
+    assert len(schemas) >= 8
+
+
+def test_each_database_is_a_parent_and_a_child_whose_keys_all_resolve():
+    for index in range(6):
+        with closing(sqlite3.connect(synthetic_db(index))) as db:
+            tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+            assert len(tables) == 2
+            parent, child = tables
+            assert 12 <= db.execute(f"SELECT COUNT(*) FROM {parent}").fetchone()[0] <= 30
+            dangling = db.execute(
+                f"SELECT COUNT(*) FROM {child} c LEFT JOIN {parent} p "
+                f"ON c.{parent}_id = p.{parent}_id WHERE p.{parent}_id IS NULL"
+            ).fetchone()[0]
+            assert dangling == 0
+
+
+def test_every_gold_query_returns_an_answer_and_quotes_the_question_s_values():
+    for task in synthetic_tasks(12):
+        with closing(sqlite3.connect(f"file:{task.database}?mode=ro", uri=True)) as db:
+            rows = db.execute(task.gold_sql).fetchall()
+        assert 1 <= len(rows) <= 100, task
+        assert not (len(rows) == 1 and rows[0][0] in (None, 0)), task
+        if "WHERE" in task.gold_sql and " = " in task.gold_sql:
+            literal = task.gold_sql.rsplit(" = ", 1)[1]
+            value = literal[1:-1].replace("''", "'") if literal.startswith("'") else literal
+            assert value in task.question, task  # a value to copy, written as the question has it
+
+
+def test_sql_v0_adds_them_to_the_train_split_only_and_the_oracle_solves_them():
+    plain = boltzoo.make("sql-v0", split="train", agents=["writer"]).unwrapped
+    env = boltzoo.make("sql-v0", split="train", agents=["writer"], synthetic_databases=2)
+    tasks = env.unwrapped.tasks
+    assert tasks[: plain.num_tasks] == plain.tasks and len(tasks) == plain.num_tasks + 48
+    test = boltzoo.make("sql-v0", split="test", synthetic_databases=2).unwrapped
+    assert all(t.split == "test" for t in test.tasks)
+    with pytest.raises(ValueError, match="synthetic_databases must be 0 or more"):
+        boltzoo.make("sql-v0", synthetic_databases=-1)
+    synthetic = range(plain.num_tasks, len(tasks))
+    for agents in (("writer",), ("writer", "checker", "rewriter")):
+        episodes = boltzoo.rollout(
+            "sql-v0",
+            {a: OraclePolicy() for a in agents},
+            tasks=synthetic,
+            split="train",
+            agents=agents,
+            synthetic_databases=2,
+            progress=False,
+        )
+        assert not [e.error for e in episodes if e.failed]
+        assert all(e.success and e.score == 1.0 for e in episodes)
+    # the writer reads the synthetic schema in its prompt
+    env.reset(options={"task_index": plain.num_tasks})
+    prompt = env.observe("writer")["messages"][-1]["content"]
+    assert "CREATE TABLE" in prompt and tasks[plain.num_tasks].question in prompt
