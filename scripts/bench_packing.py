@@ -17,14 +17,13 @@ own prompts, the responses are the oracle's (a calculator call, then the answer)
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
 import boltzoo
-from benchlib import write_record
+from benchlib import alternating_rounds, write_record
 from boltzoo.agents.models import load_model, load_policy
 from boltzoo.agents.scripted import ScriptedPolicy
 from boltzoo.lightningrl.config import TrainerConfig
@@ -74,16 +73,13 @@ def main() -> None:
     learner.train()
     response_tokens = sum(len(t.response_token_ids) for t in transitions)
     prompt_tokens = sum(len(t.prompt_token_ids) for t in transitions)
-    seconds: dict[bool, list[float]] = {False: [], True: []}
-    # One untimed pass of each way first (allocator warm-up), then rounds in alternating order.
-    for round_ in range(-1, args.rounds):
-        for packed in (False, True) if round_ % 2 == 0 else (True, False):
-            trainer.config.pack_calls = packed
-            trainer.optimizer.zero_grad(set_to_none=True)
-            started = time.perf_counter()
-            assert trainer._accumulate("policy", transitions, {}, 1.0)
-            if round_ >= 0:
-                seconds[packed].append(time.perf_counter() - started)
+
+    def accumulate(way: bool) -> None:
+        trainer.config.pack_calls = way
+        trainer.optimizer.zero_grad(set_to_none=True)
+        assert trainer._accumulate("policy", transitions, {}, 1.0)
+
+    seconds = alternating_rounds(accumulate, (False, True), args.rounds)
     results = []
     for packed in (False, True):
         best = min(seconds[packed])

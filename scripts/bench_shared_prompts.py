@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
 import boltzoo
-from benchlib import write_record
+from benchlib import alternating_rounds, write_record
 from boltzoo.agents.models import load_model
 from boltzoo.agents.scripted import ScriptedPolicy
 from boltzoo.lightningrl.config import TrainerConfig
@@ -84,16 +83,13 @@ def main() -> None:
     )
     trainer = Trainer(config, model=model.float(), tokenizer=tokenizer)
     trainer.models["policy"].train()
-    seconds: dict[bool, list[float]] = {False: [], True: []}
-    # One untimed pass of each way first (allocator warm-up), then rounds in alternating order.
-    for round_ in range(-1, args.rounds):
-        for share in (False, True) if round_ % 2 == 0 else (True, False):
-            trainer.config.share_prompts = share
-            trainer.optimizer.zero_grad(set_to_none=True)
-            started = time.perf_counter()
-            assert trainer._accumulate("policy", transitions, {}, 1.0)
-            if round_ >= 0:
-                seconds[share].append(time.perf_counter() - started)
+
+    def accumulate(way: bool) -> None:
+        trainer.config.share_prompts = way
+        trainer.optimizer.zero_grad(set_to_none=True)
+        assert trainer._accumulate("policy", transitions, {}, 1.0)
+
+    seconds = alternating_rounds(accumulate, (False, True), args.rounds)
     results = []
     for share in (False, True):
         best = min(seconds[share])

@@ -24,6 +24,22 @@ LORA_RUN_ARGS = [
 ]  # fmt: skip
 
 
+def alternating_rounds(run: Any, ways: tuple[Any, Any], rounds: int) -> dict[Any, list[float]]:
+    """Time ``run(way)`` for both ``ways``: one untimed call of each first (allocator warm-up),
+    then ``rounds`` rounds whose order alternates (A B, B A, ...), so that neither way always
+    runs on a warmer machine. Return the seconds of each way's timed calls."""
+    import time
+
+    seconds: dict[Any, list[float]] = {way: [] for way in ways}
+    for round_ in range(-1, rounds):
+        for way in ways if round_ % 2 == 0 else ways[::-1]:
+            started = time.perf_counter()
+            run(way)
+            if round_ >= 0:
+                seconds[way].append(time.perf_counter() - started)
+    return seconds
+
+
 def machine_description() -> str:
     """Return the CPU model, core count, memory, GPU (if any) and Python version, in one line."""
     cpu = platform.processor() or platform.machine()

@@ -120,11 +120,16 @@ def micro_batches(
     for i, row in enumerate(rows):
         units.setdefault(row.episode_id if by_episode else i, []).append(row)
     order = sorted(units.values(), key=lambda unit: max(map(length, unit)))
+    return _fill(order, lambda batch: len(batch) * max(map(length, batch)), max_tokens)
+
+
+def _fill(units: list[list[Any]], cost: Any, max_tokens: int) -> list[list[Any]]:
+    """Put ``units`` (in their order) into batches, each as full as ``cost(batch) <=
+    max_tokens`` allows; a unit is never split, and one over the budget goes alone."""
     batches: list[list[Any]] = []
     current: list[Any] = []
-    for unit in order:
-        longest = max(map(length, unit))  # the longest so far: units come sorted
-        if current and (len(current) + len(unit)) * longest > max_tokens:
+    for unit in units:
+        if current and cost(current + unit) > max_tokens:
             batches.append(current)
             current = []
         current.extend(unit)
@@ -155,16 +160,7 @@ def _prompt_sharing_batches(rows: list[PackedCalls], max_tokens: int) -> list[li
         return len(prompts) * max(map(len, prompts)) + len(batch) * max(r.window for r in batch)
 
     units.sort(key=lambda unit: max(len(row.token_ids) for row in unit))
-    batches: list[list[PackedCalls]] = []
-    current: list[PackedCalls] = []
-    for unit in units:
-        if current and cost(current + unit) > max_tokens:
-            batches.append(current)
-            current = []
-        current.extend(unit)
-    if current:
-        batches.append(current)
-    return batches
+    return _fill(units, cost, max_tokens)
 
 
 def response_logprobs(
