@@ -127,8 +127,9 @@ def test_rows_of_one_prompt_share_its_pass_and_get_the_logprobs_of_a_pass_each(
     torch.testing.assert_close(shared[mask], alone[mask], rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("lora_r", [0, 4])
 def test_an_update_over_shared_prompts_has_the_gradient_of_a_pass_each(
-    tmp_path, grouped_rows, smollm2_tokenizer
+    tmp_path, grouped_rows, smollm2_tokenizer, lora_r
 ):
     gradients = []
     for share in (False, True):
@@ -138,6 +139,8 @@ def test_an_update_over_shared_prompts_has_the_gradient_of_a_pass_each(
             output_dir=str(tmp_path / str(share)),
             progress=False,
             share_prompts=share,
+            lora_r=lora_r,
+            kl_coef=0.1,  # the reference's logprobs go through the shared pass too
         )
         model = tiny_model(len(smollm2_tokenizer))
         trainer = Trainer(config, model=model, tokenizer=smollm2_tokenizer)
