@@ -3,17 +3,19 @@
     python scripts/bench_sampler.py [--model smollm2-135m] [--chats 32] [--max-new-tokens 48]
         [--repeats 3] [--out FILE]
     python scripts/bench_sampler.py --shared-prefill [--tasks 8] [--group-size 4]
-        [--max-new-tokens 96] [--repeats 2] [--out FILE]
+        [--eval-tasks 100] [--max-new-tokens 96] [--repeats 2] [--out FILE]
 
 Two TransformersPolicy copies of one model, fp32 and bf16 (what ``sampler="copy"`` builds with
 ``sampler_precision``), sample the same math-v0 solver chats as one batch (temperature 1, a
 fixed seed), alternating, ``--repeats`` times each. Reported: new tokens per second of each and
 their ratio, and how many of the greedy answers agree.
 
-With ``--shared-prefill``: the bf16 copy samples one RL step's batch of sql-v0 writer chats
-(``--tasks`` train tasks x ``--group-size`` copies each, temperature 0.7, prompts of 400-1,000
-tokens) with the prefill shared by identical prompts and, alternating, with a prefill per row
-(``share_prefill=False``, the baseline). Reported: seconds a batch of each and their ratio.
+With ``--shared-prefill``: the bf16 copy samples two sql-v0 writer batches (prompts of
+400-1,000 tokens): one RL step's (``--tasks`` train tasks x ``--group-size`` copies each,
+temperature 0.7) and one evaluation's (``--eval-tasks`` test tasks spread over the split,
+greedy), each with the prefill of shared prompt starts done once (``shared_heads``) and,
+alternating, with every prompt prefilled whole (``share_prefill=False``, the baseline), one
+untimed call of each first. Reported: seconds of each, their ratio, and how many answers agree.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pathlib import Path
 import torch
 
 import boltzoo
-from benchlib import write_record
+from benchlib import alternating_rounds, write_record
 from boltzoo.agents.models import load_model
 from boltzoo.agents.transformers_policy import TransformersPolicy
 
@@ -41,6 +43,7 @@ def main() -> None:
     parser.add_argument("--shared-prefill", action="store_true")
     parser.add_argument("--tasks", type=int, default=8)
     parser.add_argument("--group-size", type=int, default=4)
+    parser.add_argument("--eval-tasks", type=int, default=100)
     args = parser.parse_args()
     if args.shared_prefill:
         bench_shared_prefill(args)
@@ -94,54 +97,62 @@ def main() -> None:
 
 
 def bench_shared_prefill(args: argparse.Namespace) -> None:
-    """Time one GRPO-shaped sql-v0 batch with the prefill shared by a group and per row."""
+    """Time an RL step's batch and an evaluation's on sql-v0 with shared prefill and without."""
     model, tokenizer = load_model(args.model, device="cpu")
     model = _copy(model, torch.bfloat16)
+    batches = {}
     env = boltzoo.make("sql-v0", split="train", agents=["writer"], schema_rows=0)
     chats = []
     for task in range(args.tasks):  # tasks spread over the split: all three databases
         env.reset(options={"task_index": task * len(env.unwrapped.tasks) // args.tasks})
         chats += [env.observe("writer")["messages"]] * args.group_size
-    policies = {
-        name: TransformersPolicy(
-            model,
-            tokenizer,
-            seed=0,
-            temperature=0.7,
-            max_new_tokens=args.max_new_tokens,
-            share_prefill=share,
+    batches[f"rl step: {args.tasks} train tasks x {args.group_size}, T 0.7"] = (chats, 0.7)
+    env = boltzoo.make("sql-v0", split="test", agents=["writer"], schema_rows=0)
+    chats = []
+    for task in range(args.eval_tasks):
+        env.reset(options={"task_index": task * len(env.unwrapped.tasks) // args.eval_tasks})
+        chats.append(env.observe("writer")["messages"])
+    batches[f"evaluation: {args.eval_tasks} test tasks, greedy"] = (chats, 0.0)
+    rows = []
+    for name, (chats, temperature) in batches.items():
+        policies = {
+            share: TransformersPolicy(
+                model,
+                tokenizer,
+                seed=0,
+                temperature=temperature,
+                max_new_tokens=args.max_new_tokens,
+                share_prefill=share,
+            )
+            for share in (False, True)
+        }
+        answers: dict[bool, list[list[int]]] = {}
+
+        def sample(share: bool, policies=policies, answers=answers, chats=chats) -> None:
+            answers[share] = [c.response_token_ids for c in policies[share].generate(chats)]
+
+        seconds = alternating_rounds(sample, (False, True), args.repeats)
+        equal = sum(a == b for a, b in zip(answers[False], answers[True], strict=True))
+        prompt_tokens = [len(policies[True].encode_chat(chat)) for chat in chats]
+        row = {
+            "batch": name,
+            "prompts": len(chats),
+            "prompt_tokens": sum(prompt_tokens),
+            "per_row_seconds": seconds[False],
+            "shared_seconds": seconds[True],
+            "ratio_per_row_over_shared": statistics.median(seconds[False])
+            / statistics.median(seconds[True]),
+            "answers_equal": equal,
+        }
+        rows.append(row)
+        print(
+            f"{name} ({len(chats)} prompts of {min(prompt_tokens)}-{max(prompt_tokens)} tokens): "
+            f"every prompt whole {statistics.median(seconds[False]):.1f} s, shared starts "
+            f"{statistics.median(seconds[True]):.1f} s ({row['ratio_per_row_over_shared']:.2f}x); "
+            f"answers equal: {row['answers_equal']}/{len(chats)}"
         )
-        for name, share in (("per_row", False), ("shared", True))
-    }
-    seconds: dict[str, list[float]] = {name: [] for name in policies}
-    tokens: dict[str, list[int]] = {name: [] for name in policies}
-    for _ in range(args.repeats):
-        for name, policy in policies.items():
-            started = time.perf_counter()
-            completions = policy.generate(chats)
-            seconds[name].append(time.perf_counter() - started)
-            tokens[name].append(sum(len(c.response_token_ids) for c in completions))
-    firsts = chats[:: args.group_size]
-    prompt_tokens = [len(policies["shared"].encode_chat(chat)) for chat in firsts]
-    row = {
-        "per_row_seconds": statistics.median(seconds["per_row"]),
-        "shared_seconds": statistics.median(seconds["shared"]),
-        "ratio_per_row_over_shared": statistics.median(seconds["per_row"])
-        / statistics.median(seconds["shared"]),
-        "per_row_new_tokens": tokens["per_row"],
-        "shared_new_tokens": tokens["shared"],
-        "tasks": args.tasks,
-        "group_size": args.group_size,
-        "prompt_tokens": prompt_tokens,
-        "threads": torch.get_num_threads(),
-    }
-    print(
-        f"{args.tasks} tasks x {args.group_size} (prompts of {min(prompt_tokens)}-"
-        f"{max(prompt_tokens)} tokens): a prefill per row {row['per_row_seconds']:.1f} s, "
-        f"shared {row['shared_seconds']:.1f} s ({row['ratio_per_row_over_shared']:.2f}x)"
-    )
     if args.out:
-        write_record(args.out, [row], model=args.model, max_new_tokens=args.max_new_tokens)
+        write_record(args.out, rows, model=args.model, max_new_tokens=args.max_new_tokens)
 
 
 def _copy(model: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:

@@ -10,10 +10,10 @@ the learner recomputes with the same temperature. Greedy decoding (T = 0) record
 
 Prompts of a batch are left-padded; rows that finish (end-of-sequence token, a stop string, or
 ``max_new_tokens``) are dropped from the batch as it goes, so no compute is spent on them.
-Identical prompts in a batch (a GRPO group: one task, several samples) are prefilled once and
-their KV cache rows copied, as vLLM's prefix caching does for a shared prompt: on long prompts
-the prefill is most of a batch's time. More prompts than ``max_batch_size`` are batched by
-length, so that short prompts are not padded to long ones.
+Prompts of a batch that start alike (a GRPO group: one task, several samples; tasks on one
+database: one schema) prefill their shared start once and copy its KV cache rows, as vLLM's
+prefix caching does: on long prompts the prefill is most of a batch's time. More prompts than
+``max_batch_size`` are batched by length, so that short prompts are not padded to long ones.
 """
 
 from __future__ import annotations
@@ -44,7 +44,14 @@ def _model_lock(model: Any) -> threading.Lock:
         return _MODEL_LOCKS.setdefault(model, threading.Lock())
 
 
-__all__ = ["PromptTooLongError", "TransformersPolicy", "kv_cache_argument", "sample_token"]
+__all__ = [
+    "PromptTooLongError",
+    "TransformersPolicy",
+    "kv_cache_argument",
+    "left_padded",
+    "sample_token",
+    "shared_heads",
+]
 
 StreamCallback = Callable[[int, float | None], None]  # (token id, logprob): see Turn.stream
 
@@ -89,8 +96,8 @@ class TransformersPolicy:
         adapter: for a peft model with several LoRA adapters, the one this policy samples with;
             ``None`` samples from the base model with the adapters switched off. Several
             policies can share one peft model, each with its own adapter.
-        share_prefill: prefill identical prompts of a batch once (``False``: once per row, the
-            baseline ``scripts/bench_sampler.py`` measures against).
+        share_prefill: prefill what prompts of a batch share once (``shared_heads``; ``False``:
+            every prompt whole, the baseline ``scripts/bench_sampler.py`` measures against).
     """
 
     def __init__(
@@ -233,28 +240,37 @@ class TransformersPolicy:
         self, prompts: list[list[int]], streams: list[StreamCallback | None]
     ) -> list[Completion]:
         device = self.device
-        # distinct[source[row]] is row's prompt: the prefill runs over the distinct prompts only
-        firsts: dict[tuple[int, ...], int] = {}
-        if self.share_prefill:
-            source = [firsts.setdefault(tuple(p), len(firsts)) for p in prompts]
+        heads, source = shared_heads(prompts) if self.share_prefill else ([], [])
+        cache = None
+        if heads and len(heads) < len(prompts) and all(heads):
+            # Prompts that start alike (a group's copies of one prompt; one database's schema)
+            # prefill their shared head once; its cache rows are copied to each prompt, whose
+            # own tail then runs after it (padding between head and tail is masked).
+            head_ids, head_mask = left_padded(heads, self.pad_token_id, device)
+            out = self.model(
+                input_ids=head_ids,
+                attention_mask=head_mask,
+                position_ids=(head_mask.cumsum(-1) - 1).clamp(min=0),
+                use_cache=True,
+                logits_to_keep=1,
+            )
+            cache = getattr(out, self._cache_name)
+            rows = torch.tensor(source, device=device)
+            cache.batch_select_indices(rows)
+            tails = [p[len(heads[h]) :] for p, h in zip(prompts, source, strict=True)]
+            input_ids, tail_mask = left_padded(tails, self.pad_token_id, device)
+            head_mask = head_mask[rows]
+            attention_mask = torch.cat([head_mask, tail_mask], dim=1)
+            position_ids = head_mask.sum(-1, keepdim=True) + (tail_mask.cumsum(-1) - 1).clamp(min=0)
         else:
-            source = list(range(len(prompts)))
-        distinct = list(firsts) if self.share_prefill else prompts
-        width = max(len(p) for p in distinct)
-        input_ids = torch.full((len(distinct), width), self.pad_token_id, dtype=torch.long)
-        attention_mask = torch.zeros((len(distinct), width), dtype=torch.long)
-        for row, prompt in enumerate(distinct):  # left padding: every prompt ends at the edge
-            input_ids[row, width - len(prompt) :] = torch.tensor(prompt)
-            attention_mask[row, width - len(prompt) :] = 1
-        input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
-        position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+            input_ids, attention_mask = left_padded(prompts, self.pad_token_id, device)
+            position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
 
         responses: list[list[int]] = [[] for _ in prompts]
         logprobs: list[list[float]] = [[] for _ in prompts]
         finish = ["length"] * len(prompts)
         texts = [""] * len(prompts)
         active = torch.arange(len(prompts), device=device)  # rows still sampling
-        cache = None
         step_ids, step_positions = input_ids, position_ids
 
         for _ in range(self.sampling.max_new_tokens):
@@ -267,15 +283,8 @@ class TransformersPolicy:
                 **{self._cache_name: cache},
             )
             cache = getattr(out, self._cache_name)
-            logits = out.logits[:, -1, :]
-            if len(distinct) < len(prompts):  # the prefill is done: one cache row per prompt
-                rows = torch.tensor(source, device=device)
-                cache.batch_select_indices(rows)
-                logits, attention_mask = logits[rows], attention_mask[rows]
-                step_positions = step_positions[rows]
-                distinct = prompts
             tokens, token_logprobs = sample_token(
-                logits, self.sampling.temperature, self.sampling.top_p, self.generator
+                out.logits[:, -1, :], self.sampling.temperature, self.sampling.top_p, self.generator
             )
             still = []
             for i, row in enumerate(active.tolist()):
@@ -330,6 +339,55 @@ class TransformersPolicy:
 
     def __repr__(self) -> str:
         return f"TransformersPolicy({self.name!r}, version={self.version})"
+
+
+def shared_heads(
+    prompts: Sequence[Sequence[int]], min_share: float = 0.5
+) -> tuple[list[tuple[int, ...]], list[int]]:
+    """Group prompts by how they start; return ``(heads, source)``: ``heads[source[i]]`` is the
+    start that prompt ``i`` shares with its group, at least one token shorter than it.
+
+    Prompts are sorted, and one joins the group before it while their common start is at least
+    ``min_share`` of the group's shortest prompt: copies of one prompt share all but its last
+    token; sql-v0 prompts on one database share the schema, not the instructions alone. Heads
+    are what a model runs once for its group (``TransformersPolicy``'s prefill, the learner's
+    ``share_prompts``).
+    """
+    order = sorted(range(len(prompts)), key=lambda i: list(prompts[i]))
+    heads: list[tuple[int, ...]] = []
+    source = [0] * len(prompts)
+    head_length, shortest, previous = 0, 0, None
+    for i in order:
+        prompt = prompts[i]
+        if previous is not None:
+            common = 0
+            limit = min(head_length, len(prompt) - 1)
+            while common < limit and prompt[common] == previous[common]:
+                common += 1
+            if common >= min_share * min(shortest, len(prompt)) and common > 0:
+                head_length, shortest = common, min(shortest, len(prompt))
+                heads[-1] = tuple(prompt[:common])
+                source[i], previous = len(heads) - 1, prompt
+                continue
+        head_length, shortest, previous = len(prompt) - 1, len(prompt), prompt
+        heads.append(tuple(prompt[:head_length]))
+        source[i] = len(heads) - 1
+    return heads, source
+
+
+def left_padded(
+    sequences: Sequence[Sequence[int]], pad_token_id: int, device: Any
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Return ``(input_ids, attention_mask)`` of token id sequences left-padded to the longest
+    (every sequence ends at the right edge, as a batch is sampled and scored)."""
+    width = max(len(ids) for ids in sequences)
+    input_ids = torch.full((len(sequences), width), pad_token_id, dtype=torch.long)
+    attention = torch.zeros((len(sequences), width), dtype=torch.long)
+    for i, ids in enumerate(sequences):
+        if ids:
+            input_ids[i, width - len(ids) :] = torch.tensor(list(ids))
+            attention[i, width - len(ids) :] = 1
+    return input_ids.to(device), attention.to(device)
 
 
 def kv_cache_argument(model: Any) -> str:

@@ -9,10 +9,11 @@ response token keeps its own call's advantage, sampling logprob and temperature;
 tokens are never targets. Calls whose ids do not continue (another prompt, a response the
 template re-tokenises differently) stay sequences of their own.
 
-Sequences that start with the same prompt (a GRPO group: one task, several samples) share one
-pass over it: ``micro_batches(..., share_prompts=True)`` keeps a group in one micro-batch and
-``response_logprobs`` runs the prompt once, copies its KV cache rows to the group, then runs each
-row's tokens after it. The gradient flows through the copied cache into the one prompt pass, so
+Sequences whose prompts start alike (a GRPO group: one task, several samples; sql-v0 tasks on
+one database: one schema) share one pass over that start (``shared_heads``):
+``micro_batches(..., share_prompts=True)`` keeps such rows in one micro-batch and
+``response_logprobs`` runs the shared head once, copies its KV cache rows to each row, then runs
+each row's tokens after it. The gradient flows through the copied cache into the one prompt pass, so
 the loss and its gradient are those of a full pass per row (up to rounding), at a fraction of the
 compute when the prompt is long (sql-v0: prompts of 400-1,000 tokens, answers of up to 96).
 """
@@ -25,7 +26,7 @@ from typing import Any
 
 import torch
 
-from boltzoo.agents.transformers_policy import kv_cache_argument
+from boltzoo.agents.transformers_policy import kv_cache_argument, left_padded, shared_heads
 from boltzoo.lightningrl.transitions import Transition
 
 
@@ -139,25 +140,33 @@ def _fill(units: list[list[Any]], cost: Any, max_tokens: int) -> list[list[Any]]
 
 
 def _prompt_sharing_batches(rows: list[PackedCalls], max_tokens: int) -> list[list[PackedCalls]]:
-    """``micro_batches`` with ``share_prompts``: units are a prompt's rows (split where their
-    windows exceed ``max_tokens``), packed greedily by length while the cost stays within it."""
-    groups: dict[tuple[int, ...], list[PackedCalls]] = {}
-    for row in rows:
-        groups.setdefault(row.prompt, []).append(row)
+    """``micro_batches`` with ``share_prompts``: units are the rows whose prompts share a head
+    (``shared_heads``; split where their tails exceed ``max_tokens``), packed greedily by
+    length while the cost (heads x longest head + rows x longest tail) stays within it."""
+    heads, source = shared_heads([row.prompt for row in rows])
+    head_of = {id(row): len(heads[h]) for row, h in zip(rows, source, strict=True)}
+
+    def tail(row: PackedCalls) -> int:
+        return len(row.token_ids) - head_of[id(row)]
+
+    groups: dict[int, list[PackedCalls]] = {}
+    for row, h in zip(rows, source, strict=True):
+        groups.setdefault(h, []).append(row)
     units: list[list[PackedCalls]] = []
     for group in groups.values():
-        group = sorted(group, key=lambda row: row.window)
         chunk: list[PackedCalls] = []
-        for row in group:  # windows ascending: the last row is the longest so far
-            if chunk and (len(chunk) + 1) * row.window > max_tokens:
+        for row in sorted(group, key=tail):  # tails ascending: the last is the longest so far
+            if chunk and (len(chunk) + 1) * tail(row) > max_tokens:
                 units.append(chunk)
                 chunk = []
             chunk.append(row)
         units.append(chunk)
 
     def cost(batch: list[PackedCalls]) -> int:
-        prompts = {row.prompt for row in batch}
-        return len(prompts) * max(map(len, prompts)) + len(batch) * max(r.window for r in batch)
+        longest_head = max(head_of[id(row)] for row in batch)
+        return len({row.prompt[:longest_head] for row in batch}) * longest_head + len(batch) * max(
+            map(tail, batch)
+        )
 
     units.sort(key=lambda unit: max(len(row.token_ids) for row in unit))
     return _fill(units, cost, max_tokens)
@@ -193,11 +202,13 @@ def response_logprobs(
             if per_call_temperature and call.temperature is not None:
                 temperatures[i, begin:end] = float(call.temperature)
     mask = mask.to(device)
-    prompts = list(dict.fromkeys(row.prompt for row in rows))
-    if share_prompts and len(prompts) < len(rows) and min(map(len, prompts)) > 1:
-        input_ids, logits = _logits_over_shared_prompts(model, rows, prompts, window, pad_token_id)
+    heads, source = shared_heads([row.prompt for row in rows]) if share_prompts else ([], [])
+    if heads and len(heads) < len(rows) and all(heads):
+        input_ids, logits = _logits_over_shared_heads(
+            model, rows, heads, source, window, pad_token_id
+        )
     else:
-        input_ids, attention = _left_padded([r.token_ids for r in rows], pad_token_id, device)
+        input_ids, attention = left_padded([r.token_ids for r in rows], pad_token_id, device)
         out = model(
             input_ids=input_ids,
             attention_mask=attention,
@@ -220,56 +231,46 @@ def response_logprobs(
     return logprobs, mask, entropy
 
 
-def _left_padded(
-    sequences: Sequence[Sequence[int]], pad_token_id: int, device: Any
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Return ``(input_ids, attention_mask)``: the sequences left-padded to the longest."""
-    width = max(len(ids) for ids in sequences)
-    input_ids = torch.full((len(sequences), width), pad_token_id, dtype=torch.long)
-    attention = torch.zeros((len(sequences), width), dtype=torch.long)
-    for i, ids in enumerate(sequences):
-        input_ids[i, width - len(ids) :] = torch.tensor(list(ids))
-        attention[i, width - len(ids) :] = 1
-    return input_ids.to(device), attention.to(device)
-
-
-def _logits_over_shared_prompts(
+def _logits_over_shared_heads(
     model: Any,
     rows: list[PackedCalls],
-    prompts: list[tuple[int, ...]],
+    heads: list[tuple[int, ...]],
+    source: list[int],
     window: int,
     pad_token_id: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Return ``(input_ids, logits)`` of the rows' last ``window + 1`` tokens, right-aligned,
-    as one left-padded pass per row would give them, with each distinct prompt run once.
+    as one left-padded pass per row would give them, with each shared head run once.
 
-    Each prompt but its last token goes through the model once (its KV cache keeps the graph,
-    so gradients reach it); the cache rows are copied to the rows that start with it; then each
-    row runs from its prompt's last token on (left-padded to ``window + 1``: padding sits between
-    a prompt and its row's tokens, masked, with positions counted on from the prompt's).
+    ``heads[source[i]]`` is the start row ``i``'s prompt shares with others (``shared_heads``),
+    at least one token shorter than it. Each head goes through the model once (its KV cache
+    keeps the graph, so gradients reach it); the cache rows are copied to the rows that start
+    with it; then each row runs from there on (left-padded: padding sits between a head and its
+    row's tail, masked, with positions counted on from the head's).
     """
     device = next(model.parameters()).device
-    heads, head_mask = _left_padded([p[:-1] for p in prompts], pad_token_id, device)
+    head_ids, head_mask = left_padded(heads, pad_token_id, device)
     out = model(
-        input_ids=heads,
+        input_ids=head_ids,
         attention_mask=head_mask,
         position_ids=(head_mask.cumsum(-1) - 1).clamp(min=0),
         use_cache=True,
         logits_to_keep=1,
     )
     cache = getattr(out, kv_cache_argument(model))
-    source = {prompt: i for i, prompt in enumerate(prompts)}
-    rows_prompt = torch.tensor([source[row.prompt] for row in rows], device=device)
-    cache.batch_select_indices(rows_prompt)
-    head_mask = head_mask[rows_prompt]
-    tails = [row.token_ids[row.response_starts[0] - 1 :] for row in rows]  # window + 1 each
-    input_ids, tail_mask = _left_padded(tails, pad_token_id, device)
+    rows_head = torch.tensor(source, device=device)
+    cache.batch_select_indices(rows_head)
+    head_mask = head_mask[rows_head]
+    # each tail holds at least the prompt's last token and the window: window + 1 or more
+    tails = [row.token_ids[len(heads[h]) :] for row, h in zip(rows, source, strict=True)]
+    input_ids, tail_mask = left_padded(tails, pad_token_id, device)
     positions = head_mask.sum(-1, keepdim=True) + (tail_mask.cumsum(-1) - 1).clamp(min=0)
     out = model(
         input_ids=input_ids,
         attention_mask=torch.cat([head_mask, tail_mask], dim=1),
         position_ids=positions,
         use_cache=True,
+        logits_to_keep=window + 1,
         **{kv_cache_argument(model): cache},
     )
     return input_ids, out.logits

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from boltzoo.agents.base import Turn
-from boltzoo.agents.transformers_policy import PromptTooLongError, sample_token
+from boltzoo.agents.transformers_policy import PromptTooLongError, sample_token, shared_heads
 
 CHATS = [
     [{"role": "user", "content": "What is 2 + 3?"}],
@@ -122,7 +122,8 @@ def test_batches_are_split_at_max_batch_size_and_rows_keep_their_order(tiny_poli
 def test_more_prompts_than_a_batch_are_batched_by_length(tiny_policy):
     long_chat = [*CHATS[1][:-1], {"role": "tool", "content": "<calc>12*7</calc> = 84 buns"}]
     chats = [CHATS[1], CHATS[0], long_chat, CHATS[2]]  # long, short, long, short
-    policy = tiny_policy(temperature=0.0, max_batch_size=2)
+    # (each prompt prefilled whole: what is timed here is the batching, not shared starts)
+    policy = tiny_policy(temperature=0.0, max_batch_size=2, share_prefill=False)
     lengths = [len(policy.encode_chat(chat)) for chat in chats]
     prefills = []
     hook = policy.model.register_forward_pre_hook(
@@ -145,19 +146,45 @@ def test_more_prompts_than_a_batch_are_batched_by_length(tiny_policy):
 GROUPED = [CHATS[0], CHATS[0], CHATS[1], CHATS[0], CHATS[2], CHATS[1]]  # GRPO-shaped: repeats
 
 
-def test_identical_prompts_share_one_prefill_and_are_sampled_apart(tiny_policy):
+def test_shared_heads_group_prompts_by_the_start_they_share():
+    schema_a, schema_b = list(range(100, 160)), list(range(300, 380))
+    prompts = [
+        [*schema_a, 1, 2],  # 0
+        [*schema_b, 5],  # 1
+        [*schema_a, 1, 2],  # 2: a copy of 0
+        [*schema_a, 7, 8, 9],  # 3: 0's schema, another question
+        [*schema_b, 6, 6],  # 4
+        [1, 2, 3],  # 5: shares nothing
+        [*schema_a[:10], 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4],  # 6: a start too short to share
+    ]
+    heads, source = shared_heads(prompts)
+    for prompt, head in zip(prompts, source, strict=True):  # a head is a proper prefix
+        assert tuple(prompt[: len(heads[head])]) == heads[head] and len(heads[head]) < len(prompt)
+    assert source[0] == source[2] == source[3] and heads[source[0]] == tuple(schema_a)
+    assert source[1] == source[4] and heads[source[1]] == tuple(schema_b)
+    assert len({source[0], source[1], source[5], source[6]}) == 4
+    # copies of one prompt share all of it but the last token
+    heads, source = shared_heads([[4, 5, 6], [4, 5, 6]])
+    assert heads == [(4, 5)] and source == [0, 0]
+
+
+def test_prompts_that_start_alike_share_one_prefill_and_are_sampled_apart(tiny_policy):
     policy = tiny_policy(temperature=1.0, max_new_tokens=12)
-    prefill_rows = []
+    passes = []
     hook = policy.model.register_forward_pre_hook(
-        lambda module, args, kwargs: prefill_rows.append(kwargs["input_ids"].shape),
+        lambda module, args, kwargs: passes.append(tuple(kwargs["input_ids"].shape)),
         with_kwargs=True,
     )
     try:
         completions = policy.generate(GROUPED)
     finally:
         hook.remove()
-    assert prefill_rows[0][0] == 3  # three distinct prompts went through the prefill
-    assert prefill_rows[1][0] == 6 and prefill_rows[1][1] == 1  # then every row decodes
+    prompts = [c.prompt_token_ids for c in completions]
+    heads, _ = shared_heads(prompts)
+    # the shared starts once, then every row's own tail, then every row decodes
+    assert passes[0] == (len(heads), max(map(len, heads))) and len(heads) < 3
+    assert passes[1][0] == 6 and passes[1][1] < min(map(len, prompts))
+    assert passes[2] == (6, 1)
     for completion in completions:  # each row's logprobs are still its own sampling pass's
         assert completion.logprobs == pytest.approx(
             recomputed_logprobs(policy, completion, 1.0), abs=1e-4

@@ -10,8 +10,9 @@ import torch
 import boltzoo
 from boltzoo.agents.models import tiny_model
 from boltzoo.agents.scripted import ScriptedPolicy
+from boltzoo.agents.transformers_policy import shared_heads
 from boltzoo.lightningrl.config import TrainerConfig
-from boltzoo.lightningrl.sequences import micro_batches, pack_calls, response_logprobs
+from boltzoo.lightningrl.sequences import PackedCalls, micro_batches, pack_calls, response_logprobs
 from boltzoo.lightningrl.trainer import Trainer
 from boltzoo.lightningrl.transitions import flatten
 
@@ -109,8 +110,8 @@ def test_rows_of_one_prompt_share_its_pass_and_get_the_logprobs_of_a_pass_each(
 ):
     model = tiny_model(len(smollm2_tokenizer))
     pad = smollm2_tokenizer.pad_token_id
-    prompts = {row.prompt for row in grouped_rows}
-    assert len(prompts) == 3 and len(grouped_rows) == 9
+    assert len({row.prompt for row in grouped_rows}) == 3 and len(grouped_rows) == 9
+    heads, _ = shared_heads([row.prompt for row in grouped_rows])
     seen = []
     hook = model.register_forward_pre_hook(
         lambda module, args, kwargs: seen.append(tuple(kwargs["input_ids"].shape)),
@@ -120,9 +121,9 @@ def test_rows_of_one_prompt_share_its_pass_and_get_the_logprobs_of_a_pass_each(
         shared, mask, _ = response_logprobs(model, grouped_rows, 0.7, pad)
         hook.remove()
         alone, alone_mask, _ = response_logprobs(model, grouped_rows, 0.7, pad, share_prompts=False)
-    # one pass over the three prompts (less their last token), then every row from there on
-    window = max(row.window for row in grouped_rows)
-    assert seen == [(3, max(map(len, prompts)) - 1), (9, window + 1)]
+    # one pass over the starts the prompts share, then every row from there on
+    assert seen[0] == (len(heads), max(map(len, heads))) and len(heads) < 3
+    assert len(seen) == 2 and seen[1][0] == 9
     assert torch.equal(mask, alone_mask) and shared.shape == alone.shape
     torch.testing.assert_close(shared[mask], alone[mask], rtol=1e-4, atol=1e-5)
 
@@ -154,19 +155,29 @@ def test_an_update_over_shared_prompts_has_the_gradient_of_a_pass_each(
         torch.testing.assert_close(shared[name], alone[name], rtol=1e-4, atol=1e-7)
 
 
-def test_micro_batches_keep_a_prompts_rows_together_and_count_the_prompt_once(grouped_rows):
-    prompt = max(len(row.prompt) for row in grouped_rows)
-    window = max(row.window for row in grouped_rows)
-    # room for one prompt and its three rows, not for two prompts' rows
-    budget = prompt + 3 * window
-    batches = micro_batches(grouped_rows, budget, share_prompts=True)
-    assert sorted(len(b) for b in batches) == [3, 3, 3]
-    assert all(len({row.prompt for row in batch}) == 1 for batch in batches)
-    # without sharing each row counts its prompt: the same budget holds fewer rows
-    assert len(micro_batches(grouped_rows, budget)) > 3
-    # windows alone over the budget: a prompt's rows are split, every row still there once
-    split = micro_batches(grouped_rows, 2 * window - 1, share_prompts=True)
-    assert sorted(map(id, (row for batch in split for row in batch))) == sorted(
-        map(id, grouped_rows)
-    )
-    assert max(len(batch) for batch in split) < 3
+def test_micro_batches_keep_rows_that_start_alike_together_and_count_the_start_once(
+    grouped_rows,
+):
+    base = grouped_rows[0].calls[0]
+    schemas = {"a": list(range(100, 400)), "b": list(range(500, 800))}  # 300 tokens each
+
+    def row(schema: str, question: int, answer: int) -> PackedCalls:
+        call = dataclasses.replace(
+            base,
+            prompt_token_ids=[*schemas[schema], question, question],
+            response_token_ids=[7] * answer,
+            logprobs=None,
+        )
+        return pack_calls([call])[0]
+
+    rows = [row(s, q, n) for s in "ab" for q, n in ((1, 20), (1, 30), (2, 25), (3, 40))]
+    # one schema and its rows: 300 + 4 x (2 + 40) tokens; both schemas' rows do not fit
+    batches = micro_batches(rows, 300 + 4 * 42, share_prompts=True)
+    assert sorted(len(b) for b in batches) == [4, 4]
+    assert all(len({r.prompt[:300] for r in batch}) == 1 for batch in batches)
+    # without sharing each row counts its whole prompt: one row a micro-batch
+    assert len(micro_batches(rows, 300 + 4 * 42)) == 8
+    # tails alone over the budget: a schema's rows are split, every row still there once
+    split = micro_batches(rows, 2 * 42 - 1, share_prompts=True)
+    assert sorted(map(id, (r for batch in split for r in batch))) == sorted(map(id, rows))
+    assert max(len(batch) for batch in split) < 4
