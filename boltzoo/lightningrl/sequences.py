@@ -249,6 +249,7 @@ def _logits_over_shared_heads(
     row's tail, masked, with positions counted on from the head's).
     """
     device = next(model.parameters()).device
+    cache_name = kv_cache_argument(model)
     head_ids, head_mask = left_padded(heads, pad_token_id, device)
     out = model(
         input_ids=head_ids,
@@ -257,7 +258,7 @@ def _logits_over_shared_heads(
         use_cache=True,
         logits_to_keep=1,
     )
-    cache = getattr(out, kv_cache_argument(model))
+    cache = getattr(out, cache_name)
     rows_head = torch.tensor(source, device=device)
     cache.batch_select_indices(rows_head)
     head_mask = head_mask[rows_head]
@@ -271,6 +272,6 @@ def _logits_over_shared_heads(
         position_ids=positions,
         use_cache=True,
         logits_to_keep=window + 1,
-        **{kv_cache_argument(model): cache},
+        **{cache_name: cache},
     )
     return input_ids, out.logits
