@@ -267,10 +267,10 @@ def paired_outcomes(before: dict[str, Any], after: dict[str, Any]) -> PairedOutc
 
 def evaluation_at(run_dir: str | Path, step: int | None = None, last: bool = True) -> dict:
     """Return the evaluation row of ``metrics.jsonl`` logged at ``step`` (``None``: the run's
-    last evaluation, or its first when not ``last``); it must have task-by-task outcomes.
+    last evaluation, or its first when not ``last``).
 
     Raises:
-        ValueError: When the run has no such evaluation, or it has no outcomes per task.
+        ValueError: When the run has no such evaluation.
     """
     evaluations = [m for m in read_metrics(run_dir) if "eval_success_rate" in m]
     if step is not None:
@@ -278,13 +278,7 @@ def evaluation_at(run_dir: str | Path, step: int | None = None, last: bool = Tru
     if not evaluations:
         at = f" at step {step}" if step is not None else ""
         raise ValueError(f"{run_dir} has no held-out evaluation{at}")
-    row = evaluations[-1] if last else evaluations[0]
-    if "eval_task_ids" not in row or "eval_right" not in row:
-        raise ValueError(
-            f"{run_dir}'s evaluation at step {row['step']} has no task-by-task outcomes "
-            "(eval_task_ids, eval_right): it was logged by an older boltzoo"
-        )
-    return row
+    return evaluations[-1] if last else evaluations[0]
 
 
 def compare_evaluations(
@@ -311,8 +305,8 @@ def compare_evaluations(
         value of the field, the most gained first.
 
     Raises:
-        ValueError: When an evaluation is missing, has no outcomes per task, or the two runs
-            evaluated different envs.
+        ValueError: When an evaluation is missing or has no outcomes per task
+            (``paired_outcomes``), or the two runs evaluated different tasks.
     """
     after_run = before_run if after_run is None else after_run
     before = evaluation_at(before_run, before_step, last=False)
@@ -321,8 +315,11 @@ def compare_evaluations(
     envs = [
         (c["env"], {**c.get("env_kwargs", {}), **c.get("eval_env_kwargs", {})}) for c in configs
     ]
-    if envs[0] != envs[1]:
-        raise ValueError(f"the runs evaluated different envs: {envs[0]} and {envs[1]}")
+    if envs[0][0] != envs[1][0] or (
+        envs[0] != envs[1] and _task_ids(*envs[0]) != _task_ids(*envs[1])
+    ):
+        # (other arguments, a tool reward or a turn limit, may differ: the tasks may not)
+        raise ValueError(f"the runs evaluated different tasks: {envs[0]} and {envs[1]}")
     result: dict[str, Any] = {
         "before": {
             "run": str(before_run),
@@ -355,6 +352,12 @@ def compare_evaluations(
             for v, (n, b, a) in sorted(groups.items(), key=lambda kv: (kv[1][1] - kv[1][2], kv[0]))
         ]
     return result
+
+
+def _task_ids(env_id: str, kwargs: dict[str, Any]) -> list[str]:
+    from boltzoo.registration import make
+
+    return [str(getattr(t, "task_id", t)) for t in make(env_id, **kwargs).unwrapped.tasks]
 
 
 def export_run(run_dir: str | Path, out_dir: str | Path) -> Path:

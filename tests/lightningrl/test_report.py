@@ -317,9 +317,14 @@ def test_compare_evaluations_refuses_what_it_cannot_compare(tmp_path, capsys):
     run, other_env = tmp_path / "rl", tmp_path / "medium"
     write_run(run, [evaluation(0, range(4), [0]), evaluation(3, range(4), [1])])
     write_run(other_env, [evaluation(0, range(4), [0])], level="medium")
+    # other env arguments over the same tasks compare: a turn limit does not change the tasks
+    more_turns = tmp_path / "turns"
+    write_run(more_turns, [evaluation(0, range(4), [1, 2])], max_turns=4)
+    paired = compare_evaluations(run, more_turns)["paired"]
+    assert (paired.kept, paired.gained, paired.lost) == (0, 2, 1)
     with pytest.raises(ValueError, match="no held-out evaluation at step 7"):
         compare_evaluations(run, after_step=7)
-    with pytest.raises(ValueError, match="different envs"):
+    with pytest.raises(ValueError, match="different tasks"):
         compare_evaluations(run, other_env)
     with pytest.raises(ValueError, match="no field 'colour'"):
         compare_evaluations(run, by="colour")
