@@ -257,10 +257,12 @@ def test_string_flags_are_taken_as_written_and_json_flags_parsed():
 
     args = build_parser().parse_args(
         ["train", "math-v0", "--output-dir", "2024", "--ray-address", "10.0.0.1:6379",
-         "--estimator", "reinforce++", "--policy-map", '{"solver": "p"}', "--steps", "3"]
+         "--estimator", "reinforce++", "--policy-map", '{"solver": "p"}', "--steps", "3",
+         "--replay-demos", "demos.jsonl"]
     )  # fmt: skip
     config = TrainerConfig(**_given_config(args, TrainerConfig))
     assert config.output_dir == "2024" and config.ray_address == "10.0.0.1:6379"
+    assert config.replay_demos == ["demos.jsonl"]
     assert config.estimator == "reinforce++" and config.policy_map == {"solver": "p"}
     assert config.steps == 3
 

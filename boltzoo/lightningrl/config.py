@@ -171,6 +171,15 @@ class TrainerConfig:
         "tokens' mean), or over episodes (each its sequences' mean), per policy",
         default="token",
     )
+    replay_demos: list[str] | str = _help(
+        "demonstrations replayed in every update (Episode JSONL files, as boltzoo sft reads "
+        "them): each policy's loss adds replay_coef times the cross-entropy of replay_calls of "
+        "its agents' demonstrated calls, drawn anew each step, so that RL keeps what the warm "
+        "start taught (InstructGPT's PPO-ptx with demonstrations)",
+        default_factory=list,
+    )
+    replay_coef: float = _help("weight of the replayed demonstrations' cross-entropy", default=1.0)
+    replay_calls: int = _help("demonstration calls per policy in each update", default=8)
     epochs_per_step: int = _help("optimisation passes over each step's transitions", default=1)
     pack_calls: bool = _help(
         "consecutive calls of one agent in an episode whose token ids continue each other "
@@ -216,6 +225,8 @@ class TrainerConfig:
     )
 
     def __post_init__(self) -> None:
+        if isinstance(self.replay_demos, str):
+            self.replay_demos = [self.replay_demos]
         for name, allowed in choices(type(self)).items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name}={getattr(self, name)!r}; choose one of {allowed}")
@@ -227,7 +238,14 @@ class TrainerConfig:
             )
         if self.rollout_workers < 0:
             raise ValueError(f"rollout_workers must be 0 or more, got {self.rollout_workers}")
-        for name in ("steps", "tasks_per_step", "group_size", "max_new_tokens", "epochs_per_step"):
+        for name in (
+            "steps",
+            "tasks_per_step",
+            "group_size",
+            "max_new_tokens",
+            "epochs_per_step",
+            "replay_calls",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         if not 0.0 < self.task_pool_decay <= 1.0:

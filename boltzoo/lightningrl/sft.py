@@ -39,26 +39,9 @@ from tqdm.auto import tqdm
 from boltzoo.episode import Episode, load_episodes
 from boltzoo.errors import DatasetError, RunFolderError
 from boltzoo.lightningrl.config import SFTConfig
-from boltzoo.lightningrl.loss import aggregate
 from boltzoo.lightningrl.memory import release_freed_memory
-from boltzoo.lightningrl.sequences import micro_batches, pack_calls, response_logprobs
 from boltzoo.lightningrl.trainer import Trainer
-from boltzoo.lightningrl.transitions import Transition, flatten
-
-
-def demonstration_transitions(
-    episodes: list[Episode],
-    train_agents: Any,
-    tokenizer: Any,
-    only_successful: bool = False,
-    agents: Any = None,
-) -> list[Transition]:
-    """Return one Transition per LLM call of ``train_agents`` in the demonstrations (failed
-    episodes skipped; with ``only_successful`` the unsuccessful ones too). Calls recorded
-    without token ids are tokenised with ``tokenizer``'s chat template. ``agents``: the names
-    ``train_agents`` may select (a graph's nodes included), as :func:`flatten` takes them."""
-    kept = [e for e in episodes if not e.failed and (e.success or not only_successful)]
-    return flatten(kept, "identical", train_agents, tokenizer=tokenizer, agents=agents)
+from boltzoo.lightningrl.transitions import Transition, demonstration_transitions
 
 
 class SFTTrainer(Trainer):
@@ -135,28 +118,17 @@ class SFTTrainer(Trainer):
 
     def sft_step(self, name: str, batch: list[Transition]) -> dict[str, float]:
         """Take one optimizer step of policy ``name`` on ``batch``; return its loss and counts."""
-        cfg = self.config
         model = self._learner(name)
         model.train()
         self.optimizer.zero_grad(set_to_none=True)
-        total_tokens = sum(len(t.response_token_ids) for t in batch)
-        loss_sum = 0.0
-        pad = getattr(self.policy, "pad_token_id", 0)  # any id will do: padding is masked
-        # an episode's calls that continue each other are one sequence, one forward pass
-        for micro in micro_batches(pack_calls(batch), self.micro_batch_tokens):
-            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.use_bf16):
-                logprobs, mask, _ = response_logprobs(model, micro, 1.0, pad)
-            # L = -sum_t m_t log p(y_t) / sum_t m_t over the batch's response tokens
-            share = sum(row.response_tokens for row in micro) / total_tokens
-            loss = -aggregate(logprobs, mask, "token") * share
-            loss.backward()
-            loss_sum += float(loss.detach())
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.params[name], cfg.max_grad_norm)
+        loss = self.backward_cross_entropy(name, batch)
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.params[name], self.config.max_grad_norm)
         self.optimizer.step()
         self.scheduler.step()
         model.eval()
         self.step += 1
-        return {"sft_loss": loss_sum, "grad_norm": float(grad_norm), "tokens": total_tokens}
+        tokens = sum(len(t.response_token_ids) for t in batch)
+        return {"sft_loss": loss, "grad_norm": float(grad_norm), "tokens": tokens}
 
     def train(self) -> list[dict[str, Any]]:
         """Fine-tune for ``epochs`` passes; return each optimizer step's metrics (the held-out

@@ -11,7 +11,10 @@ One step, top to bottom (``Trainer.train_step``):
    into one sequence (``sequences.pack_calls``), micro-batches bucketed by length (no compute
    on padding beyond the bucket), gradients accumulated and clipped per policy, one
    AdamW step, the learning-rate schedule stepped; a non-finite loss skips the update and is
-   logged;
+   logged. With ``replay_demos``, each policy's loss also holds ``replay_coef`` times the
+   cross-entropy of ``replay_calls`` demonstration calls drawn for the step (the warm start's
+   loss, ``sft.py``), so that RL keeps what the demonstrations taught (InstructGPT's PPO-ptx,
+   with demonstrations as its supervised data);
 6. the samplers use the new weights: at once when they share the learner's weights (an adapter
    is selected per call), else loaded into the sampling copy or vLLM engine (``load_weights``);
    their Completions carry the new policy version.
@@ -37,12 +40,13 @@ import torch
 from tqdm.auto import tqdm
 
 from boltzoo.agents.models import load_model
-from boltzoo.errors import MissingDependencyError, RunFolderError
+from boltzoo.episode import load_episodes
+from boltzoo.errors import DatasetError, MissingDependencyError, RunFolderError
 from boltzoo.lightningrl.advantages import compute_advantages
 from boltzoo.lightningrl.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from boltzoo.lightningrl.config import TrainerConfig
 from boltzoo.lightningrl.curriculum import LearnabilitySampler, task_pools
-from boltzoo.lightningrl.loss import policy_loss
+from boltzoo.lightningrl.loss import aggregate, policy_loss
 from boltzoo.lightningrl.memory import peak_rss_mib, release_freed_memory, rss_mib
 from boltzoo.lightningrl.samplers import FROZEN, Samplers
 from boltzoo.lightningrl.sequences import (
@@ -52,7 +56,12 @@ from boltzoo.lightningrl.sequences import (
     pack_calls,
     response_logprobs,
 )
-from boltzoo.lightningrl.transitions import Transition, flatten, select_agents
+from boltzoo.lightningrl.transitions import (
+    Transition,
+    demonstration_transitions,
+    flatten,
+    select_agents,
+)
 from boltzoo.lightningrl.weights import (
     adapter_parameters,
     add_lora_adapters,
@@ -208,8 +217,25 @@ class Trainer:
         self.saved_step: int | None = None  # the step of this run's newest checkpoint
         self.train_seconds = 0.0  # rollouts and updates so far (the max_train_minutes clock)
         self._tensorboard = None
+        # policy name -> its agents' demonstration calls, replayed in every update
+        self.replay = self._replay_calls(cfg.replay_demos) if cfg.replay_demos else {}
         if cfg.init_from:
             self.load_weights_from(cfg.init_from)
+
+    def _replay_calls(self, paths: list[str]) -> dict[str, list[Transition]]:
+        episodes = [e for path in paths for e in load_episodes(path)]
+        calls = demonstration_transitions(
+            episodes, sorted(self.train_agents), self.tokenizer, agents=self.agents
+        )
+        if not calls:
+            raise DatasetError(
+                f"replay_demos={paths}: no LLM call of {sorted(self.train_agents)} to replay in "
+                f"their {len(episodes)} episodes (failed episodes are skipped)"
+            )
+        by_policy: dict[str, list[Transition]] = {}
+        for t in calls:
+            by_policy.setdefault(self.policy_of[t.agent], []).append(t)
+        return by_policy
 
     @property
     def policy(self) -> Any:
@@ -429,6 +455,14 @@ class Trainer:
         for t in transitions:
             by_policy.setdefault(self.policy_of[t.agent], []).append(t)
         sums: dict[str, float] = {}
+        # the step's demonstration calls, drawn per policy (seeded by the step: a resumed run
+        # draws the same)
+        rng = np.random.default_rng([cfg.seed, self.step])
+        replayed = {
+            name: [calls[i] for i in sorted(rng.permutation(len(calls))[: cfg.replay_calls])]
+            for name, calls in self.replay.items()
+            if name in by_policy
+        }
         for name in by_policy:
             self.models[name].train()
         for _ in range(cfg.epochs_per_step):
@@ -436,6 +470,11 @@ class Trainer:
             finite = True
             for name, policy_transitions in by_policy.items():
                 finite = self._accumulate(name, policy_transitions, sums, 1 / len(by_policy))
+                if finite and name in replayed:
+                    # L = L_pg + replay_coef * CE(demonstrations)
+                    ce = self.backward_cross_entropy(name, replayed[name], cfg.replay_coef)
+                    finite = math.isfinite(ce)
+                    sums["replay_loss"] = sums.get("replay_loss", 0.0) + ce / len(by_policy)
                 if not finite:
                     break
             if not finite:  # a NaN or inf loss: no update from this step, and say so
@@ -496,6 +535,30 @@ class Trainer:
         for key, value in local.items():  # the statistics are means over the calls trained on
             sums[key] = sums.get(key, 0.0) + value / covered * weight
         return True
+
+    def backward_cross_entropy(
+        self, name: str, calls: list[Transition], scale: float = 1.0
+    ) -> float:
+        """Backpropagate ``scale`` times policy ``name``'s cross-entropy on the response tokens of
+        ``calls`` (their mean over those tokens: the warm start's loss); return the loss
+        (unscaled). A non-finite micro-batch stops it and its value is returned (NaN or inf):
+        the caller then discards the gradients."""
+        model = self._learner(name)
+        total_tokens = sum(len(t.response_token_ids) for t in calls)
+        pad = getattr(self.policy, "pad_token_id", 0)  # any id will do: padding is masked
+        loss_sum = 0.0
+        # an episode's calls that continue each other are one sequence, one forward pass
+        for micro in micro_batches(pack_calls(calls), self.micro_batch_tokens):
+            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.use_bf16):
+                logprobs, mask, _ = response_logprobs(model, micro, 1.0, pad)
+            # L = -sum_t m_t log p(y_t) / sum_t m_t over all the calls' response tokens
+            share = sum(row.response_tokens for row in micro) / total_tokens
+            loss = -aggregate(logprobs, mask, "token") * share
+            if not torch.isfinite(loss):
+                return float(loss)
+            (loss * scale).backward()
+            loss_sum += float(loss.detach())
+        return loss_sum
 
     def _micro_batch_loss(self, model: Any, batch: list[PackedCalls], name: str = "policy") -> Any:
         """The loss of one micro-batch of policy ``name`` (whose KL reference it uses)."""

@@ -208,3 +208,18 @@ def flatten(
                     )
                 )
     return transitions
+
+
+def demonstration_transitions(
+    episodes: list[Episode],
+    train_agents: Any,
+    tokenizer: Any,
+    only_successful: bool = False,
+    agents: Any = None,
+) -> list[Transition]:
+    """Return one Transition per LLM call of ``train_agents`` in the demonstrations (failed
+    episodes skipped; with ``only_successful`` the unsuccessful ones too). Calls recorded
+    without token ids are tokenised with ``tokenizer``'s chat template. ``agents``: the names
+    ``train_agents`` may select (a graph's nodes included), as :func:`flatten` takes them."""
+    kept = [e for e in episodes if not e.failed and (e.success or not only_successful)]
+    return flatten(kept, "identical", train_agents, tokenizer=tokenizer, agents=agents)

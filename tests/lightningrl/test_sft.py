@@ -13,7 +13,7 @@ from boltzoo.agents.models import tiny_model
 from boltzoo.agents.scripted import ScriptedPolicy
 from boltzoo.agents.transformers_policy import TransformersPolicy
 from boltzoo.episode import load_episodes, save_episodes
-from boltzoo.errors import RunFolderError
+from boltzoo.errors import DatasetError, RunFolderError
 from boltzoo.lightningrl.config import SFTConfig, TrainerConfig
 from boltzoo.lightningrl.sft import SFTTrainer
 from boltzoo.lightningrl.trainer import Trainer, response_logprobs
@@ -332,3 +332,62 @@ def test_oracle_demonstrations_replay_to_success_in_every_env(tmp_path, env_id, 
     assert [[s.action.text for s in e.steps] for e in replayed] == [
         [s.action.text for s in e.steps] for e in recorded
     ]
+
+
+@pytest.mark.parametrize("lora_r", [0, 4])
+def test_rl_replaying_demonstrations_learns_them_where_no_group_teaches(
+    tmp_path, smollm2_tokenizer, lora_r
+):
+    # A tiny random model never solves math-v0: every group's rewards are equal, every advantage
+    # 0, and the policy gradient is nothing. Replayed demonstrations still move the policy, by
+    # exactly the warm start's loss on them; without them the weights stay as they were.
+    demos = tmp_path / "demos.jsonl"
+    record(demos, {"solver": OraclePolicy()}, [0, 1, 2], max_turns=1)
+    rl = dict(
+        env="math-v0",
+        env_kwargs={"max_turns": 1, "format_reward": 0.0},
+        model="tiny",
+        steps=1,
+        tasks_per_step=2,
+        group_size=2,
+        max_new_tokens=8,
+        lr=1e-2,
+        lora_r=lora_r,
+        save_every=0,
+        progress=False,
+    )
+
+    def trainer(folder, **replay):
+        config = TrainerConfig(output_dir=str(tmp_path / folder), **rl, **replay)
+        model = tiny_model(len(smollm2_tokenizer))
+        return Trainer(config, model=model, tokenizer=smollm2_tokenizer)
+
+    plain = trainer("plain")
+    before = {k: v.clone() for k, v in plain.model.state_dict().items()}
+    (metrics,) = plain.train()
+    assert metrics["frac_reward_zero_std"] == 1.0 and "replay_loss" not in metrics
+    assert all(torch.equal(v, before[k]) for k, v in plain.model.state_dict().items())
+
+    replaying = trainer("replay", replay_demos=str(demos), replay_calls=8)
+    calls = replaying.replay["policy"]
+    assert len(calls) == 3 and {t.agent for t in calls} == {"solver"}
+    start = full_sequence_loss(replaying._learner("policy"), calls)
+    (metrics,) = replaying.train()
+    assert metrics["frac_reward_zero_std"] == 1.0
+    # all three calls drawn (replay_calls > 3): the logged loss is theirs before the update
+    assert metrics["replay_loss"] == pytest.approx(start, rel=1e-4)
+    assert full_sequence_loss(replaying._learner("policy"), calls) < start
+
+    # demonstrations without a call of the trained agents are refused, in one line
+    team = {"max_turns": 1, "agents": ["solver", "verifier"]}
+    with pytest.raises(DatasetError, match="no LLM call of \\['verifier'\\]"):
+        Trainer(
+            TrainerConfig(
+                **(rl | {"env_kwargs": team}),
+                output_dir=str(tmp_path / "team"),
+                train_agents=["verifier"],
+                replay_demos=[str(demos)],
+            ),
+            model=tiny_model(len(smollm2_tokenizer)),
+            tokenizer=smollm2_tokenizer,
+        )
