@@ -28,6 +28,7 @@ per-agent LoRA adapters or full copies, the same checkpoints, so ``boltzoo expor
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -122,13 +123,21 @@ class SFTTrainer(Trainer):
         model.train()
         self.optimizer.zero_grad(set_to_none=True)
         loss = self.backward_cross_entropy(name, batch)
+        if not math.isfinite(loss):  # a NaN or inf loss changes nothing (as in RL), and is logged
+            self.optimizer.zero_grad(set_to_none=True)
+            self.skipped_updates += 1
         grad_norm = torch.nn.utils.clip_grad_norm_(self.params[name], self.config.max_grad_norm)
         self.optimizer.step()
         self.scheduler.step()
         model.eval()
         self.step += 1
         tokens = sum(len(t.response_token_ids) for t in batch)
-        return {"sft_loss": loss, "grad_norm": float(grad_norm), "tokens": tokens}
+        return {
+            "sft_loss": loss,
+            "grad_norm": float(grad_norm),
+            "tokens": tokens,
+            "skipped_updates": self.skipped_updates,
+        }
 
     def train(self) -> list[dict[str, Any]]:
         """Fine-tune for ``epochs`` passes; return each optimizer step's metrics (the held-out

@@ -391,3 +391,26 @@ def test_rl_replaying_demonstrations_learns_them_where_no_group_teaches(
             model=tiny_model(len(smollm2_tokenizer)),
             tokenizer=smollm2_tokenizer,
         )
+
+
+def test_a_non_finite_sft_loss_leaves_the_weights_and_is_counted(
+    tmp_path, smollm2_tokenizer, monkeypatch
+):
+    import boltzoo.lightningrl.trainer as trainer_module
+
+    real_aggregate = trainer_module.aggregate
+    monkeypatch.setattr(
+        trainer_module, "aggregate", lambda *a, **k: real_aggregate(*a, **k) * float("nan")
+    )
+    demos = tmp_path / "demos.jsonl"
+    record(demos, {"solver": OraclePolicy()}, [0, 1], max_turns=1)
+    trainer = SFTTrainer(
+        sft_config(tmp_path, demos, env_kwargs={"max_turns": 1}),
+        model=tiny_model(len(smollm2_tokenizer)),
+        tokenizer=smollm2_tokenizer,
+    )
+    before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    ((name, batch),) = trainer.batches(0)
+    out = trainer.sft_step(name, batch)
+    assert out["skipped_updates"] == 1 and out["sft_loss"] != out["sft_loss"]  # NaN
+    assert all(torch.equal(v, before[k]) for k, v in trainer.model.state_dict().items())
