@@ -10,8 +10,13 @@ of each, in rounds of alternating order: seconds (best round) and the ratio. The
 ``--tasks`` train tasks spread over the split (all three databases), ``--group-size`` rows
 each, the prompts SmolLM2's chat template over the env's own, each response the oracle's query
 followed by seeded random tokens up to a length drawn from 40-96 (what sampled answers are).
+With ``--demonstrations`` it times instead ``Trainer.backward_cross_entropy`` on the oracle's
+calls themselves, one per task (what ``replay_demos`` adds to every update): no groups, but the
+calls on one database share its schema.
 
     python scripts/bench_shared_prompts.py --tasks 8 --group-size 8 --rounds 3
+    python scripts/bench_shared_prompts.py --tasks 8 --demonstrations --rounds 3 \
+        --out benchmarks/results/bench_shared_prompts_replay.json
 """
 
 from __future__ import annotations
@@ -40,6 +45,9 @@ def main() -> None:
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=3, help="timed passes of each way")
     parser.add_argument(
+        "--demonstrations", action="store_true", help="time the replayed demonstrations' loss"
+    )
+    parser.add_argument(
         "--out", type=Path, default=Path("benchmarks/results/bench_shared_prompts.json")
     )
     args = parser.parse_args()
@@ -54,7 +62,10 @@ def main() -> None:
         "sql-v0", {"writer": oracle}, tasks=tasks, progress=False, split="train", **ENV_KWARGS
     )
     transitions = []
-    for k, call in enumerate(flatten(episodes)):
+    demonstrations = flatten(episodes)
+    if args.demonstrations:
+        args.group_size = 1  # each call once, as replayed
+    for k, call in enumerate(demonstrations):
         for j in range(args.group_size):  # a group: one prompt, answers of varied lengths
             length = max(len(call.response_token_ids), int(rng.integers(40, 97)))
             extra = rng.integers(100, 40000, size=length - len(call.response_token_ids))
@@ -69,8 +80,9 @@ def main() -> None:
                 )
             )
     prompt_tokens = [len(t.prompt_token_ids) for t in transitions[:: args.group_size]]
-    response_tokens = sum(len(t.response_token_ids) for t in transitions)
-    print(f"{len(transitions)} calls, prompts of {min(prompt_tokens)}-{max(prompt_tokens)} tokens")
+    timed = demonstrations if args.demonstrations else transitions
+    response_tokens = sum(len(t.response_token_ids) for t in timed)
+    print(f"{len(timed)} calls, prompts of {min(prompt_tokens)}-{max(prompt_tokens)} tokens")
 
     config = TrainerConfig(
         env="sql-v0",
@@ -87,7 +99,10 @@ def main() -> None:
     def accumulate(way: bool) -> None:
         trainer.config.share_prompts = way
         trainer.optimizer.zero_grad(set_to_none=True)
-        assert trainer._accumulate("policy", transitions, {}, 1.0)
+        if args.demonstrations:
+            assert np.isfinite(trainer.backward_cross_entropy("policy", demonstrations))
+        else:
+            assert trainer._accumulate("policy", transitions, {}, 1.0)
 
     seconds = alternating_rounds(accumulate, (False, True), args.rounds)
     results = []
@@ -107,7 +122,8 @@ def main() -> None:
     write_record(
         args.out,
         results,
-        calls=len(transitions),
+        calls=len(timed),
+        demonstrations=args.demonstrations,
         tasks=args.tasks,
         group_size=args.group_size,
         prompt_tokens=prompt_tokens,

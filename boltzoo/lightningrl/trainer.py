@@ -547,13 +547,16 @@ class Trainer:
         total_tokens = sum(len(t.response_token_ids) for t in calls)
         pad = getattr(self.policy, "pad_token_id", 0)  # any id will do: padding is masked
         loss_sum = 0.0
-        # an episode's calls that continue each other are one sequence, one forward pass
-        for micro in micro_batches(pack_calls(calls), self.micro_batch_tokens):
+        # an episode's calls that continue each other are one sequence, one forward pass; calls
+        # that start alike (one database's schema) share one pass over that start
+        share = self.config.share_prompts
+        rows = pack_calls(calls)
+        for micro in micro_batches(rows, self.micro_batch_tokens, share_prompts=share):
             with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.use_bf16):
-                logprobs, mask, _ = response_logprobs(model, micro, 1.0, pad)
+                logprobs, mask, _ = response_logprobs(model, micro, 1.0, pad, share_prompts=share)
             # L = -sum_t m_t log p(y_t) / sum_t m_t over all the calls' response tokens
-            share = sum(row.response_tokens for row in micro) / total_tokens
-            loss = -aggregate(logprobs, mask, "token") * share
+            weight = sum(row.response_tokens for row in micro) / total_tokens
+            loss = -aggregate(logprobs, mask, "token") * weight
             if not torch.isfinite(loss):
                 return float(loss)
             (loss * scale).backward()
