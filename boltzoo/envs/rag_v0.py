@@ -11,7 +11,7 @@ r"""rag-v0: multi-hop question answering over a retrieval index (the paper's MuS
 
 Create it with every argument at its default::
 
-    env = boltzoo.make("boltzoo/rag-v0", split="train", agents=("searcher", "answerer"),
+    env = boltzoo.make("boltzoo/rag-v0", split="train", hops=None, agents=("searcher", "answerer"),
                        max_searches=2, k=5, retriever="dense", tool_reward=0.0)
 
 ## Agents and actions
@@ -48,6 +48,9 @@ supporting passage a search brings in for the first time; it never changes ``sco
 * ``corpus``: a jsonl file of passages (``id``, ``title``, ``text``) searched instead of the data
   set's own corpus.
 * ``split``: generated: ``"train"`` or ``"test"``.
+* ``hops``: keep only the questions of that many hops (an int, or several: ``(2, 3)``); default
+  all. ``hops=2`` is the easier curriculum (one search after the question's own entity); a
+  file row's hop count is its number of supporting paragraphs.
 * ``agents``, ``max_searches`` (default 2), ``k`` (default 5), ``retriever`` (``"dense"`` or
   ``"bm25"``), ``max_turns`` (default ``max_searches + 1``), ``tool_reward``,
   ``tool_reward_on_success``, ``prompts`` (system prompts by agent, e.g.
@@ -126,6 +129,7 @@ class raw_env(LLMTurnEnv):
         *,
         dataset: str = "generated",
         split: str | None = None,
+        hops: int | Sequence[int] | None = None,
         path: str | os.PathLike | None = None,
         corpus: str | os.PathLike | None = None,
         shared_corpus: bool = False,
@@ -166,6 +170,11 @@ class raw_env(LLMTurnEnv):
                 corpora={"user": passages},
             )
         self.tasks: list[RAGTask] = self.data.tasks
+        if hops is not None:
+            wanted = {int(hops)} if isinstance(hops, int) else {int(h) for h in hops}
+            self.tasks = [task for task in self.tasks if task.hops in wanted]
+            if not self.tasks:
+                raise DatasetError(f"no question of this split has hops in {sorted(wanted)}")
 
     # --- retrieval -------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ from pettingzoo.test import api_test
 
 import boltzoo
 from boltzoo.agents import NaivePolicy, OraclePolicy
+from boltzoo.errors import DatasetError
 
 TEAM = ("searcher", "answerer")
 VARIANTS = [TEAM, ("answerer",)]
@@ -142,3 +143,14 @@ def test_observations_never_hold_the_gold_answer():
         assert task.question.lower() in rest
         for answer in [task.answer, *task.aliases]:
             assert answer.lower() not in rest, (index, answer)
+
+
+def test_hops_keeps_only_questions_of_that_many_hops():
+    every = boltzoo.make("rag-v0", split="test", retriever="bm25").unwrapped.tasks
+    two_hop = boltzoo.make("rag-v0", split="test", hops=2, retriever="bm25").unwrapped.tasks
+    both = boltzoo.make("rag-v0", split="test", hops=(2, 3), retriever="bm25").unwrapped.tasks
+    assert two_hop == [task for task in every if len(task.supporting_ids) == 2]
+    assert 0 < len(two_hop) < len(every)
+    assert both == every
+    with pytest.raises(DatasetError, match="hops"):
+        boltzoo.make("rag-v0", split="test", hops=5, retriever="bm25")
