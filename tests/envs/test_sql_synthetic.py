@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections import Counter
 from contextlib import closing
@@ -35,9 +36,9 @@ def test_tasks_are_deterministic_and_a_database_s_tasks_do_not_depend_on_the_cou
 
 def test_every_task_is_a_train_task_of_its_own_database_with_a_unique_id():
     tasks = synthetic_tasks(12)
-    assert len({t.task_id for t in tasks}) == len(tasks) == 12 * 24
+    assert len({t.task_id for t in tasks}) == len(tasks) == 12 * 28
     assert {t.split for t in tasks} == {"train"}
-    assert Counter(t.db_id for t in tasks) == {f"synthetic{i:03d}": 24 for i in range(12)}
+    assert Counter(t.db_id for t in tasks) == {f"synthetic{i:03d}": 28 for i in range(12)}
     assert {t.template for t in tasks} == {f"synthetic/{kind}" for kind in TEMPLATE_KINDS}
     # the schemas differ: six parent/child pairs, each with column subsets of its own
     schemas = set()
@@ -71,13 +72,16 @@ def test_every_gold_query_returns_an_answer_and_quotes_the_question_s_values():
             literal = task.gold_sql.rsplit(" = ", 1)[1]
             value = literal[1:-1].replace("''", "'") if literal.startswith("'") else literal
             assert value in task.question, task  # a value to copy, written as the question has it
+        # a year asked about is written in the question as the gold query reads it
+        for year in re.findall(r"'(\d{4})(?:-\d\d-\d\d)?'", task.gold_sql):
+            assert year in task.question, task
 
 
 def test_sql_v0_adds_them_to_the_train_split_only_and_the_oracle_solves_them():
     plain = boltzoo.make("sql-v0", split="train", agents=["writer"]).unwrapped
     env = boltzoo.make("sql-v0", split="train", agents=["writer"], synthetic_databases=2)
     tasks = env.unwrapped.tasks
-    assert tasks[: plain.num_tasks] == plain.tasks and len(tasks) == plain.num_tasks + 48
+    assert tasks[: plain.num_tasks] == plain.tasks and len(tasks) == plain.num_tasks + 56
     test = boltzoo.make("sql-v0", split="test", synthetic_databases=2).unwrapped
     assert all(t.split == "test" for t in test.tasks)
     with pytest.raises(ValueError, match="synthetic_databases must be 0 or more"):

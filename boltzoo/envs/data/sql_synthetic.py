@@ -5,8 +5,11 @@ its query; on ``test_unseen`` (a fourth database and unseen templates) it writes
 shape with the wrong names. These databases are for teaching it to read a schema: each is two
 tables, a parent entity and a child entity that points to it (``<parent>_id``), drawn from
 :data:`ENTITIES` with a random subset of their columns, filled from a seed, and asked about with
-generic templates (filters, aggregates, groups, top-k, a join) whose questions name the
-columns in words and carry literal values to copy (names with apostrophes, hyphens, decimals).
+generic templates whose questions name the columns in words and carry literal values to copy
+(names with apostrophes, hyphens, decimals). The kinds are those the train split asks of its
+three databases, on other schemas: filters (=, <, >, BETWEEN, a prefix with LIKE, two
+conditions, a range of years or one year of a date column), aggregates, counts, groups,
+HAVING over a join, top-k, and joins.
 
 ``synthetic_tasks(n)`` builds ``n`` such databases once into ``cache_dir("sql")`` and returns
 their tasks; every one is a train task (``split="train"``, ``template="synthetic/<kind>"``).
@@ -21,6 +24,7 @@ import random
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +44,8 @@ from boltzoo.envs.data.sql_tasks import (
 
 __all__ = ["ENTITIES", "SYNTHETIC_VERSION", "TEMPLATE_KINDS", "synthetic_db", "synthetic_tasks"]
 
-SYNTHETIC_VERSION = 1
-_TASKS_PER_DATABASE = 24
+SYNTHETIC_VERSION = 2
+_TASKS_PER_DATABASE = 28  # two of each kind
 _MAX_DRAWS = 400
 
 _ADJECTIVES = (
@@ -78,14 +82,19 @@ class Column:
     """A column: its name, how questions say it, its SQL type, and how values are drawn."""
 
     name: str
-    phrase: str
-    sql_type: str  # TEXT, INTEGER or REAL
+    phrase: str  # a date column's phrase is the verb of its event: "born", "shipped"
+    sql_type: str  # TEXT, INTEGER, REAL or DATE (ISO text)
     draw: Callable[[random.Random], Any]
 
     @property
     def numeric(self) -> bool:
         """Return whether the column holds numbers (compared with < and >)."""
         return self.sql_type in ("INTEGER", "REAL")
+
+    @property
+    def text(self) -> bool:
+        """Return whether the column holds words (compared with = and LIKE)."""
+        return self.sql_type == "TEXT"
 
 
 @dataclass(frozen=True)
@@ -120,6 +129,13 @@ _PERSON = (
 )
 
 
+def _date(name: str, verb: str, first_year: int, last_year: int) -> Column:
+    first, last = date(first_year, 1, 1).toordinal(), date(last_year, 12, 31).toordinal()
+    return Column(
+        name, verb, "DATE", lambda rng: date.fromordinal(rng.randint(first, last)).isoformat()
+    )
+
+
 def _code(prefix: str) -> Callable[[random.Random], str]:
     return lambda rng: f"{prefix}-{rng.randint(100, 9999)}"
 
@@ -131,7 +147,7 @@ def _label(name: str, phrase: str, draw: Callable[[random.Random], str]) -> tupl
 ENTITIES: tuple[Entity, ...] = (
     Entity("author", "authors", _PERSON, (
         _COUNTRY,
-        _int("birth_year", "birth year", 1920, 1995),
+        _date("birth_date", "born", 1920, 1995),
         _int("awards", "number of awards", 0, 12),
         _text("language", "language", ("English", "Spanish", "French", "Hindi", "Korean")),
     )),
@@ -153,6 +169,7 @@ ENTITIES: tuple[Entity, ...] = (
         _real("height_m", "height in metres", 1.6, 2.1),
         _text("position", "position", ("goalkeeper", "defender", "midfielder", "forward")),
         _int("goals", "goals", 0, 60),
+        _date("signed_date", "signed", 2008, 2024),
     )),
     Entity("warehouse", "warehouses", _label("name", "name", _named), (
         _CITY,
@@ -164,6 +181,7 @@ ENTITIES: tuple[Entity, ...] = (
         _int("crates", "number of crates", 1, 70),
         _text("status", "status", ("delivered", "in transit", "delayed", "lost")),
         _text("carrier", "carrier", ("Northwind", "Blue Anchor", "Swift-Line", "O'Hara Freight")),
+        _date("shipped_date", "shipped", 2018, 2024),
     )),
     Entity("farm", "farms", _label("name", "name", _named), (
         _COUNTRY,
@@ -173,7 +191,7 @@ ENTITIES: tuple[Entity, ...] = (
     )),
     Entity("animal", "animals", _label("name", "name", lambda rng: rng.choice(_FIRST_NAMES)), (
         _text("species", "species", ("cow", "goat", "sheep", "horse", "alpaca", "pig")),
-        _int("age", "age", 1, 25),
+        _date("birth_date", "born", 1999, 2023),
         _real("weight_kg", "weight in kilograms", 20.0, 900.0),
         _text("colour", "colour", _COLOURS),
     )),
@@ -187,6 +205,7 @@ ENTITIES: tuple[Entity, ...] = (
         _text("material", "material", ("bronze", "oil on canvas", "marble", "wood", "glass")),
         _real("insured_value", "insured value", 1000.0, 900000.0),
         _text("room", "room", ("A-1", "A-2", "B-1", "C-3", "D-4")),
+        _date("acquired_date", "acquired", 1960, 2023),
     )),
     Entity("airline", "airlines", _label("name", "name", _named), (
         _COUNTRY,
@@ -199,6 +218,7 @@ ENTITIES: tuple[Entity, ...] = (
         _int("duration_min", "duration in minutes", 40, 900),
         _int("seats", "seats", 50, 420),
         _real("fare", "fare", 39.0, 1900.0),
+        _date("flight_date", "flown", 2021, 2024),
     )),
 )  # fmt: skip
 
@@ -301,7 +321,7 @@ def _literal(value: Any) -> str:
 
 def _filter_equal(rng: random.Random, s: _Schema, db: sqlite3.Connection) -> tuple[str, str]:
     t = rng.choice((s.parent, s.child))
-    column = rng.choice([c for c in t.columns if not c.numeric] or list(t.columns))
+    column = rng.choice([c for c in t.columns if c.text] or list(t.columns))
     value = _value(db, t.entity.table, column.name, rng)
     question = rng.choice(
         (
@@ -346,7 +366,7 @@ def _filter_between(rng: random.Random, s: _Schema, db: sqlite3.Connection) -> t
 
 def _count_where(rng: random.Random, s: _Schema, db: sqlite3.Connection) -> tuple[str, str]:
     t = rng.choice((s.parent, s.child))
-    column = rng.choice([c for c in t.columns if not c.numeric] or list(t.columns))
+    column = rng.choice([c for c in t.columns if c.text] or list(t.columns))
     value = _value(db, t.entity.table, column.name, rng)
     question = f"How many {t.entity.plural} have {column.phrase} {value}?"
     sql = f"SELECT COUNT(*) FROM {t.entity.table} WHERE {column.name} = {_literal(value)}"
@@ -366,7 +386,7 @@ def _aggregate(rng: random.Random, s: _Schema, db: sqlite3.Connection) -> tuple[
 
 def _group_count(rng: random.Random, s: _Schema, db: sqlite3.Connection) -> tuple[str, str]:
     t = rng.choice((s.parent, s.child))
-    column = rng.choice([c for c in t.columns if not c.numeric] or list(t.columns))
+    column = rng.choice([c for c in t.columns if c.text] or list(t.columns))
     question = rng.choice(
         (
             f"How many {t.entity.plural} are there for each {column.phrase}?",
@@ -412,7 +432,164 @@ def _join(rng: random.Random, s: _Schema, db: sqlite3.Connection) -> tuple[str, 
     return question, sql
 
 
-_TEMPLATES: dict[str, Callable[[random.Random, _Schema, sqlite3.Connection], tuple[str, str]]] = {
+def _row(connection: sqlite3.Connection, table: str, rng: random.Random) -> dict[str, Any]:
+    """One row of ``table`` by column name: values that occur together, so that conditions
+    drawn from it have an answer."""
+    cursor = connection.execute(f"SELECT * FROM {table} ORDER BY 1")
+    names = [d[0] for d in cursor.description]
+    return dict(zip(names, rng.choice(cursor.fetchall()), strict=True))
+
+
+def _condition(column: Column, value: Any) -> tuple[str, str]:
+    """(words, SQL) of one condition on ``column`` holding ``value``."""
+    if column.sql_type == "DATE":
+        return f"{column.phrase} in {value[:4]}", f"strftime('%Y', {column.name}) = {_q(value[:4])}"
+    return f"{column.phrase} {value}", f"{column.name} = {_literal(value)}"
+
+
+def _filter_two(rng: random.Random, s: _Schema, db: sqlite3.Connection) -> tuple[str, str] | None:
+    t = rng.choice((s.parent, s.child))
+    words = [c for c in t.columns if c.text]
+    if not words or len(t.columns) < 2:
+        return None
+    first = rng.choice(words)
+    second = rng.choice([c for c in t.columns if c is not first])
+    row = _row(db, t.entity.table, rng)
+    first_words, first_sql = _condition(first, row[first.name])
+    if second.numeric:
+        above = rng.random() < 0.5
+        bound = row[second.name] - 1 if above else row[second.name] + 1
+        bound = round(bound, 2) if second.sql_type == "REAL" else bound
+        second_words = f"{_a(second.phrase)} {'above' if above else 'below'} {bound}"
+        second_sql = f"{second.name} {'>' if above else '<'} {bound}"
+    else:
+        second_words, second_sql = _condition(second, row[second.name])
+    question = rng.choice(
+        (
+            f"Which {t.entity.plural} with {first_words} have {second_words}?",
+            f"List the {t.entity.plural} that have {second_words} and {first_words}.",
+        )
+    )
+    # the equality on a copied value goes last (tests read the literal after the last " = ")
+    sql = f"SELECT {t.label} FROM {t.entity.table} WHERE {second_sql} AND {first_sql}"
+    return question, sql
+
+
+def _filter_prefix(rng: random.Random, s: _Schema, db: sqlite3.Connection) -> tuple[str, str]:
+    t = rng.choice((s.parent, s.child))
+    column = rng.choice([c for c in (*t.entity.label, *t.columns) if c.text])
+    row = _row(db, t.entity.table, rng)
+    word = str(row[column.name]).split()[0]
+    prefix = word[: rng.randint(1, min(3, len(word)))]
+    question = rng.choice(
+        (
+            f'Which {t.entity.plural} have {_a(column.phrase)} starting with "{prefix}"?',
+            f'List the {t.entity.plural} whose {column.phrase} begins with "{prefix}".',
+        )
+    )
+    return (
+        question,
+        f"SELECT {t.label} FROM {t.entity.table} WHERE {column.name} LIKE {_q(prefix + '%')}",
+    )
+
+
+def _years(
+    rng: random.Random, s: _Schema, db: sqlite3.Connection
+) -> tuple[_Table, Column, dict] | None:
+    tables = [t for t in (s.parent, s.child) if any(c.sql_type == "DATE" for c in t.columns)]
+    if not tables:
+        return None
+    t = rng.choice(tables)
+    column = next(c for c in t.columns if c.sql_type == "DATE")
+    return t, column, _row(db, t.entity.table, rng)
+
+
+def _filter_year_range(
+    rng: random.Random, s: _Schema, db: sqlite3.Connection
+) -> tuple[str, str] | None:
+    found = _years(rng, s, db)
+    if found is None:
+        return None
+    t, column, row = found
+    year = int(row[column.name][:4])
+    span = rng.randint(1, 4)  # a range of two to five years around a row's year
+    first = year - rng.randint(0, span)
+    last = first + span
+    when = rng.choice((f"from {first} through {last}", f"between {first} and {last}"))
+    sql = f"{column.name} BETWEEN '{first}-01-01' AND '{last}-12-31'"
+    words = [c for c in t.columns if c.text]
+    if words and rng.random() < 0.5:
+        other = rng.choice(words)
+        other_words, other_sql = _condition(other, row[other.name])
+        question = f"List the {t.entity.plural} with {other_words} {column.phrase} {when}."
+        sql += f" AND {other_sql}"
+    else:
+        question = f"Which {t.entity.plural} were {column.phrase} {when}?"
+    return question, f"SELECT {t.label} FROM {t.entity.table} WHERE {sql}"
+
+
+def _count_year(rng: random.Random, s: _Schema, db: sqlite3.Connection) -> tuple[str, str] | None:
+    found = _years(rng, s, db)
+    if found is None:
+        return None
+    t, column, row = found
+    year = row[column.name][:4]
+    question = rng.choice(
+        (
+            f"How many {t.entity.plural} were {column.phrase} in {year}?",
+            f"Count the {t.entity.plural} {column.phrase} in {year}.",
+        )
+    )
+    sql = f"SELECT COUNT(*) FROM {t.entity.table} WHERE strftime('%Y', {column.name}) = {_q(year)}"
+    return question, sql
+
+
+def _parent_named(s: _Schema, row: dict[str, Any]) -> tuple[str, str]:
+    """(the parent's name as a question writes it, the SQL condition on p.<label>)."""
+    labels = s.parent.entity.label
+    name = " ".join(str(row[c.name]) for c in labels)
+    return name, " AND ".join(f"p.{c.name} = {_literal(row[c.name])}" for c in labels)
+
+
+def _count_join(rng: random.Random, s: _Schema, db: sqlite3.Connection) -> tuple[str, str]:
+    parent, child = s.parent, s.child
+    name, condition = _parent_named(s, _row(db, parent.entity.table, rng))
+    question = rng.choice(
+        (
+            f"How many {child.entity.plural} belong to the {parent.entity.table} {name}?",
+            f"Count the {child.entity.plural} of the {parent.entity.table} {name}.",
+        )
+    )
+    sql = (
+        f"SELECT COUNT(*) FROM {child.entity.table} c JOIN {parent.entity.table} p "
+        f"ON c.{parent.key} = p.{parent.key} WHERE {condition}"
+    )
+    return question, sql
+
+
+def _group_having(rng: random.Random, s: _Schema, db: sqlite3.Connection) -> tuple[str, str]:
+    parent, child = s.parent, s.child
+    counts = [
+        n for (n,) in db.execute(f"SELECT COUNT(*) FROM {child.entity.table} GROUP BY {parent.key}")
+    ]
+    more = rng.choice(counts) - 1
+    question = rng.choice(
+        (
+            f"Which {parent.entity.plural} have more than {more} {child.entity.plural}?",
+            f"List the {parent.entity.plural} with over {more} {child.entity.plural}.",
+        )
+    )
+    labels = ", ".join(f"p.{c.name}" for c in parent.entity.label)
+    sql = (
+        f"SELECT {labels} FROM {parent.entity.table} p JOIN {child.entity.table} c "
+        f"ON c.{parent.key} = p.{parent.key} GROUP BY p.{parent.key} HAVING COUNT(*) > {more}"
+    )
+    return question, sql
+
+
+# a kind returns None where this schema has no column it needs (no date column)
+_Kind = Callable[[random.Random, _Schema, sqlite3.Connection], "tuple[str, str] | None"]
+_TEMPLATES: dict[str, _Kind] = {
     "filter_equal": _filter_equal,
     "filter_compare": _filter_compare,
     "filter_between": _filter_between,
@@ -421,6 +598,12 @@ _TEMPLATES: dict[str, Callable[[random.Random, _Schema, sqlite3.Connection], tup
     "group_count": _group_count,
     "top_k": _top_k,
     "join": _join,
+    "filter_two": _filter_two,
+    "filter_prefix": _filter_prefix,
+    "filter_year_range": _filter_year_range,
+    "count_year": _count_year,
+    "count_join": _count_join,
+    "group_having": _group_having,
 }
 TEMPLATE_KINDS: tuple[str, ...] = tuple(_TEMPLATES)
 
@@ -441,7 +624,10 @@ def _tasks(databases: int, cache: str) -> tuple[SQLTask, ...]:
                 if len(seen) >= _TASKS_PER_DATABASE:
                     break
                 kind = TEMPLATE_KINDS[draw % len(TEMPLATE_KINDS)]  # every kind in turn
-                question, sql = _TEMPLATES[kind](rng, schema, connection)
+                drawn = _TEMPLATES[kind](rng, schema, connection)
+                if drawn is None:
+                    continue
+                question, sql = drawn
                 if question in seen or not _has_answer(connection, sql):
                     continue
                 seen.add(question)
