@@ -53,7 +53,7 @@ and at the end ``success``, ``score`` and ``sql`` (the final query).
   ``"train"``, all rows of that file in order.
 * ``synthetic_databases``: generated train split only: adds the tasks of that many synthetic
   two-table databases (``boltzoo.envs.data.sql_synthetic``: other schemas to read, generic
-  questions; about 24 tasks each); other splits and datasets ignore it. Default 0.
+  questions; 28 tasks each); other splits and datasets ignore it. Default 0.
 * ``database``: an SQLAlchemy URL (or file path) that replaces every task's database, e.g. the
   same Chinook served by PostgreSQL.
 * ``agents``, ``max_rounds`` (default 3), ``max_turns`` (default ``1 + 2 * max_rounds``),

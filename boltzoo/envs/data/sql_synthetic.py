@@ -642,7 +642,7 @@ def _tasks(databases: int, cache: str) -> tuple[SQLTask, ...]:
 
 
 def synthetic_tasks(databases: int) -> list[SQLTask]:
-    """Return the train tasks of synthetic databases ``0 .. databases - 1`` (about 24 each,
+    """Return the train tasks of synthetic databases ``0 .. databases - 1`` (28 each,
     every template kind in turn), building the databases that are not cached yet."""
     if databases < 0:
         raise ValueError(f"databases must be 0 or more, got {databases}")
