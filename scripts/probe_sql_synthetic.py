@@ -20,8 +20,11 @@ import boltzoo
 from boltzoo.agents.models import load_policy
 
 
-def held_out_tasks(trained_on: int, databases: int, tasks: int) -> tuple[dict, list[int]]:
-    """Return the env keyword arguments and the task indices of the held-out databases."""
+def held_out_tasks(
+    trained_on: int, databases: int, tasks: int
+) -> tuple[dict, list[int], list[str]]:
+    """Return the env keyword arguments, the task indices of the held-out databases and each
+    one's question kind."""
     env_kwargs = {
         "split": "train",
         "agents": ["writer"],
@@ -34,19 +37,24 @@ def held_out_tasks(trained_on: int, databases: int, tasks: int) -> tuple[dict, l
         for i, t in enumerate(env.tasks)
         if t.db_id.startswith("synthetic") and int(t.db_id.removeprefix("synthetic")) >= trained_on
     ]
-    return env_kwargs, pool[:: max(1, len(pool) // tasks)][:tasks]
+    indices = pool[:: max(1, len(pool) // tasks)][:tasks]
+    kinds = [env.tasks[i].template.removeprefix("synthetic/") for i in indices]
+    return env_kwargs, indices, kinds
 
 
-def probe(model: str, env_kwargs: dict, indices: list[int], max_new_tokens: int) -> dict:
-    """Play ``indices`` greedily with ``model`` as the writer; return the figures."""
+def probe(
+    model: str, env_kwargs: dict, indices: list[int], kinds: list[str], max_new_tokens: int
+) -> dict:
+    """Play ``indices`` (of question ``kinds``) greedily with ``model`` as the writer; return
+    the figures."""
     policy = load_policy(model, max_new_tokens=max_new_tokens, temperature=0.0)
-    env = boltzoo.make("sql-v0", **env_kwargs).unwrapped
     episodes = boltzoo.rollout(
         "sql-v0", {"writer": policy}, tasks=indices, progress=False, **env_kwargs
     )
+    kind_of = dict(zip(indices, kinds, strict=True))
     by_kind: dict[str, list[int]] = {}
     for episode in episodes:
-        kind = env.tasks[episode.task_index].template.removeprefix("synthetic/")
+        kind = kind_of[episode.task_index]
         right, total = by_kind.get(kind, [0, 0])
         by_kind[kind] = [right + int(episode.success), total + 1]
     runs = sum(e.steps[0].info.get("query_errors", 0) == 0 for e in episodes)
@@ -68,9 +76,9 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=84)
     parser.add_argument("--max-new-tokens", type=int, default=96)
     args = parser.parse_args()
-    env_kwargs, indices = held_out_tasks(args.trained_on, args.databases, args.tasks)
+    env_kwargs, indices, kinds = held_out_tasks(args.trained_on, args.databases, args.tasks)
     for model in args.models:
-        print(json.dumps(probe(model, env_kwargs, indices, args.max_new_tokens)), flush=True)
+        print(json.dumps(probe(model, env_kwargs, indices, kinds, args.max_new_tokens)), flush=True)
 
 
 if __name__ == "__main__":

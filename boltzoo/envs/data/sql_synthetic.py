@@ -45,7 +45,7 @@ from boltzoo.envs.data.sql_tasks import (
 __all__ = ["ENTITIES", "SYNTHETIC_VERSION", "TEMPLATE_KINDS", "synthetic_db", "synthetic_tasks"]
 
 SYNTHETIC_VERSION = 2
-_TASKS_PER_DATABASE = 28  # two of each kind
+_TASKS_PER_DATABASE = 28  # two of each kind, where the schema has the columns it needs
 _MAX_DRAWS = 400
 
 _ADJECTIVES = (
