@@ -5,10 +5,11 @@ past those of its training env.
         --trained-on 100 --databases 20 --tasks 84
 
 An RL run with ``synthetic_databases=N`` practises on synthetic databases ``0 .. N-1``; the
-databases ``N .. N+databases-1`` come from the same generator (two tables, the same question
-kinds) but their schemas, rows and questions are new to it. For each model: greedy success and
-how many of its queries run at all, in total and per question kind, on ``--tasks`` tasks spread
-over those databases (the same tasks for every model). Prints one JSON line per model.
+databases ``N .. N+databases-1`` come from the same generator (``--tables``: two or four
+tables, the same question kinds) but their schemas, rows and questions are new to it. For
+each model: greedy success and how many of its queries run at all, in total and per question
+kind, on ``--tasks`` tasks spread over those databases (the same tasks for every model).
+Prints one JSON line per model.
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ import json
 
 import boltzoo
 from boltzoo.agents.models import load_policy
+from boltzoo.envs.data.sql_synthetic import synthetic_tasks
 
 
 def held_out_tasks(
-    trained_on: int, databases: int, tasks: int
+    trained_on: int, databases: int, tasks: int, tables: int = 2
 ) -> tuple[dict, list[int], list[str]]:
     """Return the env keyword arguments, the task indices of the held-out databases and each
     one's question kind."""
@@ -30,13 +32,12 @@ def held_out_tasks(
         "agents": ["writer"],
         "schema_rows": 0,
         "synthetic_databases": trained_on + databases,
+        "synthetic_tables": tables,
     }
     env = boltzoo.make("sql-v0", **env_kwargs).unwrapped
-    pool = [
-        i
-        for i, t in enumerate(env.tasks)
-        if t.db_id.startswith("synthetic") and int(t.db_id.removeprefix("synthetic")) >= trained_on
-    ]
+    held_out = {t.db_id for t in synthetic_tasks(trained_on + databases, tables)}
+    held_out -= {t.db_id for t in synthetic_tasks(trained_on, tables)}
+    pool = [i for i, t in enumerate(env.tasks) if t.db_id in held_out]
     indices = pool[:: max(1, len(pool) // tasks)][:tasks]
     kinds = [env.tasks[i].template.removeprefix("synthetic/") for i in indices]
     return env_kwargs, indices, kinds
@@ -74,9 +75,12 @@ def main() -> None:
     parser.add_argument("--trained-on", type=int, default=100, help="the run's synthetic_databases")
     parser.add_argument("--databases", type=int, default=20, help="held-out databases to ask")
     parser.add_argument("--tasks", type=int, default=84)
+    parser.add_argument("--tables", type=int, default=2, help="the run's synthetic_tables")
     parser.add_argument("--max-new-tokens", type=int, default=96)
     args = parser.parse_args()
-    env_kwargs, indices, kinds = held_out_tasks(args.trained_on, args.databases, args.tasks)
+    env_kwargs, indices, kinds = held_out_tasks(
+        args.trained_on, args.databases, args.tasks, args.tables
+    )
     for model in args.models:
         print(json.dumps(probe(model, env_kwargs, indices, kinds, args.max_new_tokens)), flush=True)
 

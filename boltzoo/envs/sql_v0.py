@@ -52,8 +52,11 @@ and at the end ``success``, ``score`` and ``sql`` (the final query).
   ``"test_unseen"`` (templates and a database never seen in training); Spider: ``"dev"`` or
   ``"train"``, all rows of that file in order.
 * ``synthetic_databases``: generated train split only: adds the tasks of that many synthetic
-  two-table databases (``boltzoo.envs.data.sql_synthetic``: other schemas to read, generic
-  questions; 28 tasks each); other splits and datasets ignore it. Default 0.
+  databases (``boltzoo.envs.data.sql_synthetic``: other schemas to read, generic questions);
+  other splits and datasets ignore it. Default 0.
+* ``synthetic_tables``: 2 (default: a parent and a child table, 28 tasks each) or 4 (a unit,
+  its staff, the people they serve and the events between them: joins of up to four tables,
+  months and years of dates; 42 tasks each).
 * ``database``: an SQLAlchemy URL (or file path) that replaces every task's database, e.g. the
   same Chinook served by PostgreSQL.
 * ``agents``, ``max_rounds`` (default 3), ``max_turns`` (default ``1 + 2 * max_rounds``),
@@ -81,7 +84,7 @@ from boltzoo.envs.base import (
     ToolSpec,
     string_parameters,
 )
-from boltzoo.envs.data.sql_synthetic import synthetic_tasks
+from boltzoo.envs.data.sql_synthetic import TABLE_COUNTS, synthetic_tasks
 from boltzoo.envs.data.sql_tasks import SQLTask, generate_tasks, load_spider
 from boltzoo.envs.protocol import extract_sql, parse_verdict
 from boltzoo.envs.tools.sql import QueryResult, SQLSandbox, gold_is_ordered, results_match
@@ -158,6 +161,7 @@ class raw_env(LLMTurnEnv):
         render_mode: str | None = None,
         max_action_chars: int = DEFAULT_MAX_ACTION_CHARS,
         synthetic_databases: int = 0,
+        synthetic_tables: int = 2,
     ):
         if max_rounds < 0:
             raise ValueError(f"max_rounds must be 0 or more, got {max_rounds}")
@@ -178,8 +182,12 @@ class raw_env(LLMTurnEnv):
         self.tasks: list[SQLTask] = load_sql_tasks(dataset, split, path)
         if synthetic_databases < 0:
             raise ValueError(f"synthetic_databases must be 0 or more, got {synthetic_databases}")
+        if synthetic_tables not in TABLE_COUNTS:
+            raise ValueError(
+                f"synthetic_tables must be one of {TABLE_COUNTS}, got {synthetic_tables}"
+            )
         if synthetic_databases and dataset == "generated" and (split or "train") == "train":
-            self.tasks += synthetic_tasks(synthetic_databases)
+            self.tasks += synthetic_tasks(synthetic_databases, tables=synthetic_tables)
         self._schemas: dict[str, str] = {}
 
     # --- helpers ---------------------------------------------------------------------------

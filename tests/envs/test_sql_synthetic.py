@@ -12,7 +12,12 @@ import pytest
 import boltzoo
 from boltzoo.agents import OraclePolicy
 from boltzoo.envs.data import sql_synthetic
-from boltzoo.envs.data.sql_synthetic import TEMPLATE_KINDS, synthetic_db, synthetic_tasks
+from boltzoo.envs.data.sql_synthetic import (
+    STAR_KINDS,
+    TEMPLATE_KINDS,
+    synthetic_db,
+    synthetic_tasks,
+)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -103,3 +108,70 @@ def test_sql_v0_adds_them_to_the_train_split_only_and_the_oracle_solves_them():
     env.reset(options={"task_index": plain.num_tasks})
     prompt = env.observe("writer")["messages"][-1]["content"]
     assert "CREATE TABLE" in prompt and tasks[plain.num_tasks].question in prompt
+
+
+def test_four_table_databases_are_a_unit_staff_people_and_events_whose_keys_all_resolve():
+    tasks = synthetic_tasks(6, tables=4)
+    assert Counter(t.db_id for t in tasks) == {f"synthetic{i:03d}t4": 42 for i in range(6)}
+    assert len({t.task_id for t in tasks}) == len(tasks) and {t.split for t in tasks} == {"train"}
+    assert {t.template for t in tasks} == {
+        f"synthetic/{kind}" for kind in (*TEMPLATE_KINDS, *STAR_KINDS)
+    }
+    # the four-table kinds join the events to the tables they name (but the person filter);
+    # the two-table kinds join at most one pair
+    for task in tasks:
+        joins = task.gold_sql.count(" JOIN ")
+        kind = task.template.removeprefix("synthetic/")
+        if kind in STAR_KINDS and kind != "star_person_filter":
+            assert joins >= 1 and " e JOIN " in task.gold_sql, task  # FROM <event> e JOIN ...
+        else:
+            assert joins <= 1, task
+    assert max(t.gold_sql.count(" JOIN ") for t in tasks) == 3
+    for index in range(6):
+        with closing(sqlite3.connect(synthetic_db(index, tables=4))) as db:
+            tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+            unit, staff, person, event = tables
+            for child, parent in ((staff, unit), (event, staff), (event, person)):
+                dangling = db.execute(
+                    f"SELECT COUNT(*) FROM {child} c LEFT JOIN {parent} p "
+                    f"ON c.{parent}_id = p.{parent}_id WHERE p.{parent}_id IS NULL"
+                ).fetchone()[0]
+                assert dangling == 0, (child, parent)
+    with pytest.raises(ValueError, match="tables must be one of"):
+        synthetic_tasks(1, tables=3)
+
+
+def test_four_table_gold_queries_answer_and_name_the_question_s_values():
+    month_numbers = {name: f"{i:02d}" for i, name in enumerate(sql_synthetic._MONTHS, 1)}
+    for task in synthetic_tasks(10, tables=4):
+        with closing(sqlite3.connect(f"file:{task.database}?mode=ro", uri=True)) as db:
+            rows = db.execute(task.gold_sql).fetchall()
+        assert 1 <= len(rows) <= 100, task
+        assert not (len(rows) == 1 and rows[0][0] in (None, 0)), task
+        for literal in re.findall(r"= '((?:[^']|'')*)'", task.gold_sql):
+            value = literal.replace("''", "'")
+            if re.fullmatch(r"\d{4}-\d\d", value):  # a month: "in February 2022"
+                month = next(m for m, n in month_numbers.items() if n == value[5:])
+                assert f"{month} {value[:4]}" in task.question, task
+            else:
+                assert value in task.question, task  # every value to copy is in the question
+
+
+def test_sql_v0_takes_four_table_databases_and_the_oracle_solves_them():
+    plain = boltzoo.make("sql-v0", split="train", agents=["writer"]).unwrapped
+    kwargs = {"synthetic_databases": 1, "synthetic_tables": 4}
+    env = boltzoo.make("sql-v0", split="train", agents=["writer"], **kwargs).unwrapped
+    assert len(env.tasks) == plain.num_tasks + 42
+    with pytest.raises(ValueError, match="synthetic_tables must be one of"):
+        boltzoo.make("sql-v0", synthetic_tables=3)
+    episodes = boltzoo.rollout(
+        "sql-v0",
+        {"writer": OraclePolicy()},
+        tasks=range(plain.num_tasks, len(env.tasks)),
+        split="train",
+        agents=["writer"],
+        progress=False,
+        **kwargs,
+    )
+    assert not [e.error for e in episodes if e.failed]
+    assert all(e.success for e in episodes)

@@ -2,7 +2,7 @@
 
 A model warm-started on the three train databases maps each question template it has seen to
 its query; on ``test_unseen`` (a fourth database and unseen templates) it writes a memorised
-shape with the wrong names. These databases are for teaching it to read a schema: each is two
+shape with the wrong names. These databases are for teaching it to read a schema: by default two
 tables, a parent entity and a child entity that points to it (``<parent>_id``), drawn from
 :data:`ENTITIES` with a random subset of their columns, filled from a seed, and asked about with
 generic templates whose questions name the columns in words and carry literal values to copy
@@ -11,10 +11,19 @@ three databases, on other schemas: filters (=, <, >, BETWEEN, a prefix with LIKE
 conditions, a range of years or one year of a date column), aggregates, counts, groups,
 HAVING over a join, top-k, and joins.
 
-``synthetic_tasks(n)`` builds ``n`` such databases once into ``cache_dir("sql")`` and returns
-their tasks; every one is a train task (``split="train"``, ``template="synthetic/<kind>"``).
+``tables=4`` gives databases of another shape: a unit (a store, a school, ...), its staff, the
+people they serve and the events between a staff member and a person (a sale, a lesson, ...),
+each event with a date, a status, an amount and a detail. Their questions are the two-table
+kinds on the parent/child pairs inside, and kinds that join three or four tables: counts and
+aggregates of events of a named staff member or unit in a year, HAVING and GROUP BY over the
+joins, the people who met a staff member in a month, distinct details, and people filters said
+the way people say them ("customers from Oslo").
+
+``synthetic_tasks(n, tables)`` builds ``n`` such databases once into ``cache_dir("sql")`` and
+returns their tasks; every one is a train task (``split="train"``, ``template="synthetic/<kind>"``).
 No test split draws on them: they are extra practice, and ``test`` / ``test_unseen`` measure
-what transfers. ``sql-v0`` adds them to its train split with ``synthetic_databases=n``.
+what transfers. ``sql-v0`` adds them to its train split with ``synthetic_databases=n`` (and
+``synthetic_tables=4``).
 """
 
 from __future__ import annotations
@@ -42,7 +51,16 @@ from boltzoo.envs.data.sql_tasks import (
     _q,
 )
 
-__all__ = ["ENTITIES", "SYNTHETIC_VERSION", "TEMPLATE_KINDS", "synthetic_db", "synthetic_tasks"]
+__all__ = [
+    "ENTITIES",
+    "STAR_ENTITIES",
+    "STAR_KINDS",
+    "SYNTHETIC_VERSION",
+    "TABLE_COUNTS",
+    "TEMPLATE_KINDS",
+    "synthetic_db",
+    "synthetic_tasks",
+]
 
 SYNTHETIC_VERSION = 2
 _TASKS_PER_DATABASE = 28  # two of each kind, where the schema has the columns it needs
@@ -85,6 +103,7 @@ class Column:
     phrase: str  # a date column's phrase is the verb of its event: "born", "shipped"
     sql_type: str  # TEXT, INTEGER, REAL or DATE (ISO text)
     draw: Callable[[random.Random], Any]
+    about: str = ""  # how a question may say "has this value" instead: "from {}", "on the {} plan"
 
     @property
     def numeric(self) -> bool:
@@ -108,8 +127,8 @@ class Entity:
     attributes: tuple[Column, ...]
 
 
-def _text(name: str, phrase: str, values: tuple[str, ...]) -> Column:
-    return Column(name, phrase, "TEXT", lambda rng: rng.choice(values))
+def _text(name: str, phrase: str, values: tuple[str, ...], about: str = "") -> Column:
+    return Column(name, phrase, "TEXT", lambda rng: rng.choice(values), about)
 
 
 def _int(name: str, phrase: str, low: int, high: int) -> Column:
@@ -121,8 +140,8 @@ def _real(name: str, phrase: str, low: float, high: float) -> Column:
 
 
 _CITIES = tuple(sorted({*_US_CITIES, *(city for city, _, _ in _WORLD_CITIES)}))
-_CITY = _text("city", "city", _CITIES)
-_COUNTRY = _text("country", "country", _COUNTRIES)
+_CITY = _text("city", "city", _CITIES, about="from {}")
+_COUNTRY = _text("country", "country", _COUNTRIES, about="from {}")
 _PERSON = (
     Column("first_name", "first name", "TEXT", lambda rng: rng.choice(_FIRST_NAMES)),
     Column("last_name", "last name", "TEXT", lambda rng: rng.choice(_LAST_NAMES)),
@@ -227,14 +246,116 @@ _PAIRS = (
     ("author", "book"), ("club", "player"), ("warehouse", "shipment"), ("farm", "animal"),
     ("museum", "exhibit"), ("airline", "flight"),
 )  # fmt: skip
-_BY_TABLE = {entity.table: entity for entity in ENTITIES}
+
+# Four-table databases (``tables=4``): a unit, its staff, the people they serve, and the events
+# that join a staff member to a person on a date. Every event keeps all of its columns: a DATE,
+# a ``status``, a REAL amount and a TEXT detail, which the star kinds below ask about; every
+# person keeps its TEXT column too.
+STAR_ENTITIES: tuple[Entity, ...] = (
+    Entity("store", "stores", _label("name", "name", _named), (
+        _CITY, _int("opened_year", "opening year", 1960, 2022),
+        _real("floor_area", "floor area", 80.0, 4000.0),
+    )),
+    Entity("employee", "employees", _PERSON, (
+        _text("role", "role", ("cashier", "manager", "clerk", "buyer")),
+        _date("hired_date", "hired", 1995, 2023), _real("salary", "salary", 21000.0, 98000.0),
+    )),
+    Entity("customer", "customers", _PERSON, (
+        _CITY, _text("plan", "plan", ("basic", "plus", "premium"), about="on the {} plan"),
+        _date("birth_date", "born", 1940, 2005),
+    )),
+    Entity("sale", "sales", _label("code", "code", _code("SA")), (
+        _date("sale_date", "made", 2019, 2024),
+        _text("status", "status", ("paid", "refunded", "pending")),
+        _real("amount", "amount", 3.0, 900.0),
+        _text("payment", "payment method", ("cash", "card", "voucher", "gift-card")),
+    )),
+    Entity("school", "schools", _label("name", "name", _named), (
+        _CITY, _int("founded_year", "founding year", 1850, 2015),
+        _int("pupils", "number of pupils", 120, 2400),
+    )),
+    Entity("teacher", "teachers", _PERSON, (
+        _text("subject", "subject", ("maths", "music", "biology", "French", "art")),
+        _date("hired_date", "hired", 1990, 2023), _real("salary", "salary", 28000.0, 87000.0),
+    )),
+    Entity("student", "students", _PERSON, (
+        _CITY, _int("grade", "grade", 1, 12), _date("birth_date", "born", 2004, 2018),
+    )),
+    Entity("lesson", "lessons", _label("code", "code", _code("LS")), (
+        _date("lesson_date", "given", 2019, 2024),
+        _text("status", "status", ("held", "cancelled", "moved")),
+        _real("fee", "fee", 10.0, 140.0),
+        _text("topic", "topic", ("algebra", "grammar", "chemistry", "history", "drawing")),
+    )),
+    Entity("garage", "garages", _label("name", "name", _named), (
+        _CITY, _int("bays", "number of bays", 2, 30),
+    )),
+    Entity("mechanic", "mechanics", _PERSON, (
+        _text("specialty", "specialty", ("engines", "brakes", "electrics", "bodywork")),
+        _date("hired_date", "hired", 1998, 2023), _real("hourly_rate", "hourly rate", 18.0, 95.0),
+    )),
+    Entity("client", "clients", _PERSON, (
+        _CITY, _text("vehicle", "vehicle", ("van", "sedan", "truck", "motorbike", "e-bike")),
+        _date("since_date", "registered", 2005, 2023),
+    )),
+    Entity("repair", "repairs", _label("code", "code", _code("RP")), (
+        _date("repair_date", "done", 2019, 2024),
+        _text("status", "status", ("finished", "waiting", "cancelled")),
+        _real("cost", "cost", 25.0, 4800.0),
+        _text("job", "job", ("oil change", "new tyres", "brake pads", "battery", "re-spray")),
+    )),
+    Entity("gym", "gyms", _label("name", "name", _named), (
+        _CITY, _int("opened_year", "opening year", 1975, 2023),
+    )),
+    Entity("trainer", "trainers", _PERSON, (
+        _text("speciality", "speciality", ("yoga", "boxing", "pilates", "strength")),
+        _date("hired_date", "hired", 2001, 2023), _real("rating", "rating", 2.5, 5.0),
+    )),
+    Entity("member", "members", _PERSON, (
+        _COUNTRY, _text("membership", "membership", ("monthly", "yearly", "student")),
+        _date("birth_date", "born", 1950, 2006),
+    )),
+    Entity("session", "sessions", _label("code", "code", _code("SE")), (
+        _date("session_date", "held", 2019, 2024),
+        _text("status", "status", ("attended", "missed", "cancelled")),
+        _real("price", "price", 8.0, 120.0),
+        _text("goal", "goal", ("fitness", "rehab", "weight loss", "strength")),
+    )),
+    Entity("hotel", "hotels", _label("name", "name", _named), (
+        _CITY, _int("stars", "star rating", 1, 5),
+    )),
+    Entity("clerk", "clerks", _PERSON, (
+        _text("shift", "shift", ("morning", "evening", "night")),
+        _date("hired_date", "hired", 2000, 2023), _real("wage", "wage", 12.0, 41.0),
+    )),
+    Entity("guest", "guests", _PERSON, (
+        _COUNTRY, _text("tier", "tier", ("standard", "gold", "platinum")),
+        _date("birth_date", "born", 1935, 2004),
+    )),
+    Entity("booking", "bookings", _label("code", "code", _code("BK")), (
+        _date("booking_date", "made", 2019, 2024),
+        _text("status", "status", ("confirmed", "cancelled", "no-show")),
+        _real("price", "price", 45.0, 2600.0),
+        _text("purpose", "purpose", ("business", "holiday", "conference", "family visit")),
+    )),
+)  # fmt: skip
+
+# (unit, staff, person, event): staff hold <unit>_id; events hold <staff>_id and <person>_id.
+_STARS = (
+    ("store", "employee", "customer", "sale"), ("school", "teacher", "student", "lesson"),
+    ("garage", "mechanic", "client", "repair"), ("gym", "trainer", "member", "session"),
+    ("hotel", "clerk", "guest", "booking"),
+)  # fmt: skip
+_BY_TABLE = {entity.table: entity for entity in (*ENTITIES, *STAR_ENTITIES)}
+TABLE_COUNTS = (2, 4)
 
 
 @dataclass(frozen=True)
 class _Table:
     entity: Entity
     columns: tuple[Column, ...]  # the attributes this database kept
-    parent: str | None = None  # the table its <parent>_id points to
+    rows: tuple[int, int]  # how many rows it gets: from, to
+    parents: tuple[str, ...] = ()  # the tables its <parent>_id columns point to
 
     @property
     def key(self) -> str:
@@ -250,41 +371,78 @@ class _Schema:
     parent: _Table
     child: _Table
 
+    @property
+    def tables(self) -> tuple[_Table, ...]:
+        return (self.parent, self.child)
 
-def _schema(index: int) -> _Schema:
+
+@dataclass(frozen=True)
+class _Star:
+    unit: _Table
+    staff: _Table
+    person: _Table
+    event: _Table
+
+    @property
+    def tables(self) -> tuple[_Table, ...]:
+        return (self.unit, self.staff, self.person, self.event)
+
+    @property
+    def pairs(self) -> tuple[_Schema, ...]:
+        """The parent/child pairs inside it, which the two-table kinds ask about."""
+        return (
+            _Schema(self.unit, self.staff),
+            _Schema(self.staff, self.event),
+            _Schema(self.person, self.event),
+        )
+
+
+def _draw_table(
+    rng: random.Random, name: str, rows: tuple[int, int], *parents: str, keep_all: bool = False
+) -> _Table:
+    entity = _BY_TABLE[name]
+    keep = (
+        len(entity.attributes) if keep_all else max(2, len(entity.attributes) - rng.randint(0, 1))
+    )
+    columns = tuple(sorted(rng.sample(entity.attributes, keep), key=entity.attributes.index))
+    return _Table(entity, columns, rows, parents)
+
+
+def _schema(index: int, tables: int = 2) -> _Schema | _Star:
+    if tables == 4:
+        rng = random.Random(f"boltzoo-sql-synthetic-t4-{index}-v{SYNTHETIC_VERSION}")
+        unit, staff, person, event = _STARS[index % len(_STARS)]
+        return _Star(
+            _draw_table(rng, unit, (3, 7)),
+            _draw_table(rng, staff, (12, 28), unit),
+            _draw_table(rng, person, (30, 80), keep_all=True),  # the kinds ask of its TEXT column
+            _draw_table(rng, event, (250, 450), staff, person, keep_all=True),
+        )
     rng = random.Random(f"boltzoo-sql-synthetic-{index}-v{SYNTHETIC_VERSION}")
     parent_name, child_name = _PAIRS[index % len(_PAIRS)]
-
-    def table(name: str, parent: str | None = None) -> _Table:
-        entity = _BY_TABLE[name]
-        keep = max(2, len(entity.attributes) - rng.randint(0, 1))
-        columns = tuple(sorted(rng.sample(entity.attributes, keep), key=entity.attributes.index))
-        return _Table(entity, columns, parent)
-
-    return _Schema(table(parent_name), table(child_name, parent_name))
+    return _Schema(
+        _draw_table(rng, parent_name, (12, 30)),
+        _draw_table(rng, child_name, (50, 140), parent_name),
+    )
 
 
-def _fill(schema: _Schema, index: int) -> Callable[[sqlite3.Connection], None]:
+def _fill(schema: _Schema | _Star, seed: str) -> Callable[[sqlite3.Connection], None]:
     def fill(connection: sqlite3.Connection) -> None:
-        rng = random.Random(f"boltzoo-sql-synthetic-rows-{index}-v{SYNTHETIC_VERSION}")
-        counts = {schema.parent.entity.table: rng.randint(12, 30)}
-        counts[schema.child.entity.table] = rng.randint(50, 140)
-        for table in (schema.parent, schema.child):
+        rng = random.Random(seed)
+        counts = {t.entity.table: rng.randint(*t.rows) for t in schema.tables}
+        for table in schema.tables:
             columns = [*table.entity.label, *table.columns]
             declared = [f"{table.key} INTEGER PRIMARY KEY"]
             declared += [f"{c.name} {c.sql_type} NOT NULL" for c in columns]
-            if table.parent:
-                key = f"{table.parent}_id"
-                declared.append(f"{key} INTEGER NOT NULL REFERENCES {table.parent}({key})")
+            for parent in table.parents:
+                key = f"{parent}_id"
+                declared.append(f"{key} INTEGER NOT NULL REFERENCES {parent}({key})")
             connection.execute(f"CREATE TABLE {table.entity.table} ({', '.join(declared)})")
-            names = [table.key, *(c.name for c in columns)]
-            if table.parent:
-                names.append(f"{table.parent}_id")
+            names = [table.key, *(c.name for c in columns), *(f"{p}_id" for p in table.parents)]
             rows = []
             for key in range(1, counts[table.entity.table] + 1):
                 row = [key, *(c.draw(rng) for c in columns)]
-                if table.parent:
-                    row.append(rng.randint(1, counts[table.parent]))
+                row += [rng.randint(1, counts[parent]) for parent in table.parents]
                 rows.append(row)
             marks = ", ".join("?" for _ in names)
             connection.executemany(
@@ -294,12 +452,20 @@ def _fill(schema: _Schema, index: int) -> Callable[[sqlite3.Connection], None]:
     return fill
 
 
-def synthetic_db(index: int) -> Path:
-    """Return the SQLite file of synthetic database ``index``, built once (seeded) into
-    ``cache_dir("sql")``."""
-    target = cache_dir("sql") / f"synthetic{index:03d}-v{SYNTHETIC_VERSION}.sqlite"
+def _db_id(index: int, tables: int) -> str:
+    return f"synthetic{index:03d}" if tables == 2 else f"synthetic{index:03d}t{tables}"
+
+
+def synthetic_db(index: int, tables: int = 2) -> Path:
+    """Return the SQLite file of synthetic database ``index`` with ``tables`` tables (2 or 4),
+    built once (seeded) into ``cache_dir("sql")``."""
+    if tables not in TABLE_COUNTS:
+        raise ValueError(f"tables must be one of {TABLE_COUNTS}, got {tables}")
+    target = cache_dir("sql") / f"{_db_id(index, tables)}-v{SYNTHETIC_VERSION}.sqlite"
     if not target.is_file():
-        _build_atomically(target, _fill(_schema(index), index))
+        seed = "" if tables == 2 else f"t{tables}-"
+        seed = f"boltzoo-sql-synthetic-{seed}rows-{index}-v{SYNTHETIC_VERSION}"
+        _build_atomically(target, _fill(_schema(index, tables), seed))
     return target
 
 
@@ -544,16 +710,16 @@ def _count_year(rng: random.Random, s: _Schema, db: sqlite3.Connection) -> tuple
     return question, sql
 
 
-def _parent_named(s: _Schema, row: dict[str, Any]) -> tuple[str, str]:
-    """(the parent's name as a question writes it, the SQL condition on p.<label>)."""
-    labels = s.parent.entity.label
+def _named_row(t: _Table, row: dict[str, Any], alias: str) -> tuple[str, str]:
+    """(the row's name as a question writes it, the SQL condition on <alias>.<label>)."""
+    labels = t.entity.label
     name = " ".join(str(row[c.name]) for c in labels)
-    return name, " AND ".join(f"p.{c.name} = {_literal(row[c.name])}" for c in labels)
+    return name, " AND ".join(f"{alias}.{c.name} = {_literal(row[c.name])}" for c in labels)
 
 
 def _count_join(rng: random.Random, s: _Schema, db: sqlite3.Connection) -> tuple[str, str]:
     parent, child = s.parent, s.child
-    name, condition = _parent_named(s, _row(db, parent.entity.table, rng))
+    name, condition = _named_row(parent, _row(db, parent.entity.table, rng), "p")
     question = rng.choice(
         (
             f"How many {child.entity.plural} belong to the {parent.entity.table} {name}?",
@@ -587,6 +753,214 @@ def _group_having(rng: random.Random, s: _Schema, db: sqlite3.Connection) -> tup
     return question, sql
 
 
+# --- four-table kinds: (rng, star, connection) -> (question, gold sql) ------------------------
+# Each starts from one event row and the staff member, unit and person it joins, so that every
+# condition drawn has an answer; the questions name values to copy (names, a status, a year or
+# a month) and the query joins the tables between them.
+
+_MONTHS = (
+    "January", "February", "March", "April", "May", "June", "July", "August", "September",
+    "October", "November", "December",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Event:
+    """One event row with the rows it joins, and the event columns the kinds ask about."""
+
+    event: dict[str, Any]
+    staff: dict[str, Any]
+    unit: dict[str, Any]
+    person: dict[str, Any]
+    when: Column  # the DATE column
+    status: Column
+    amount: Column  # the REAL column
+    detail: Column  # the other TEXT column
+
+
+def _event(rng: random.Random, s: _Star, db: sqlite3.Connection) -> _Event:
+    event = _row(db, s.event.entity.table, rng)
+
+    def one(t: _Table, key: int) -> dict[str, Any]:
+        cursor = db.execute(f"SELECT * FROM {t.entity.table} WHERE {t.key} = ?", (key,))
+        return dict(zip([d[0] for d in cursor.description], cursor.fetchone(), strict=True))
+
+    staff = one(s.staff, event[s.staff.key])
+    columns = s.event.columns
+    return _Event(
+        event,
+        staff,
+        one(s.unit, staff[s.unit.key]),
+        one(s.person, event[s.person.key]),
+        next(c for c in columns if c.sql_type == "DATE"),
+        next(c for c in columns if c.name == "status"),
+        next(c for c in columns if c.sql_type == "REAL"),
+        next(c for c in columns if c.text and c.name != "status"),
+    )
+
+
+def _joins(s: _Star, *tables: str) -> str:
+    """FROM the event table ``e``, joined to the staff ``st``, unit ``u`` and person ``pe``
+    tables named in ``tables``."""
+    joins = [f"FROM {s.event.entity.table} e"]
+    if "staff" in tables or "unit" in tables:
+        joins.append(f"JOIN {s.staff.entity.table} st ON e.{s.staff.key} = st.{s.staff.key}")
+    if "unit" in tables:
+        joins.append(f"JOIN {s.unit.entity.table} u ON st.{s.unit.key} = u.{s.unit.key}")
+    if "person" in tables:
+        joins.append(f"JOIN {s.person.entity.table} pe ON e.{s.person.key} = pe.{s.person.key}")
+    return " ".join(joins)
+
+
+def _year_sql(column: Column, year: str) -> str:
+    return f"strftime('%Y', e.{column.name}) = {_q(year)}"
+
+
+def _person_condition(rng: random.Random, s: _Star, row: dict[str, Any]) -> tuple[str, str]:
+    """(words, SQL on ``pe``) for one TEXT column of the person: "from Oslo", "on the plus plan"."""
+    column = rng.choice([c for c in s.person.columns if c.text])
+    value = row[column.name]
+    words = column.about.format(value) if column.about else f"with {column.phrase} {value}"
+    return words, f"pe.{column.name} = {_q(value)}"
+
+
+def _star_count(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple[str, str]:
+    found = _event(rng, s, db)
+    staff = s.staff.entity
+    name, named = _named_row(s.staff, found.staff, "st")
+    status, year = found.event[found.status.name], found.event[found.when.name][:4]
+    question = rng.choice(
+        (
+            f"How many {status} {s.event.entity.plural} did the {staff.table} {name} have "
+            f"in {year}?",
+            f"Count the {s.event.entity.plural} of {staff.table} {name} with status {status} "
+            f"in {year}.",
+        )
+    )
+    sql = (
+        f"SELECT COUNT(*) {_joins(s, 'staff')} WHERE e.status = {_q(status)} AND "
+        f"{_year_sql(found.when, year)} AND {named}"
+    )
+    return question, sql
+
+
+def _star_aggregate(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple[str, str]:
+    found = _event(rng, s, db)
+    name, named = _named_row(s.unit, found.unit, "u")
+    status, year = found.event[found.status.name], found.event[found.when.name][:4]
+    word, function = rng.choice(
+        (("average", "AVG"), ("highest", "MAX"), ("lowest", "MIN"), ("total", "SUM"))
+    )
+    question = (
+        f"What is the {word} {found.amount.phrase} of the {status} {s.event.entity.plural} "
+        f"at the {s.unit.entity.table} {name} in {year}?"
+    )
+    sql = (
+        f"SELECT {function}(e.{found.amount.name}) {_joins(s, 'unit')} WHERE "
+        f"e.status = {_q(status)} AND {_year_sql(found.when, year)} AND {named}"
+    )
+    return question, sql
+
+
+def _star_having(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple[str, str]:
+    found = _event(rng, s, db)
+    year = found.event[found.when.name][:4]
+    staff = s.staff
+    grouped = f"{_joins(s, 'staff')} WHERE {_year_sql(found.when, year)} GROUP BY st.{staff.key}"
+    more = rng.choice([n for (n,) in db.execute(f"SELECT COUNT(*) {grouped}")]) - 1
+    question = rng.choice(
+        (
+            f"Which {staff.entity.plural} had more than {more} {s.event.entity.plural} "
+            f"{found.when.phrase} in {year}?",
+            f"List the {staff.entity.plural} with over {more} {s.event.entity.plural} in {year}.",
+        )
+    )
+    labels = ", ".join(f"st.{c.name}" for c in staff.entity.label)
+    return question, f"SELECT {labels} {grouped} HAVING COUNT(*) > {more}"
+
+
+def _star_breakdown(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple[str, str]:
+    found = _event(rng, s, db)
+    status, year = found.event[found.status.name], found.event[found.when.name][:4]
+    unit = s.unit
+    question = rng.choice(
+        (
+            f"How many {status} {s.event.entity.plural} did each {unit.entity.table} have "
+            f"in {year}?",
+            f"Give the number of {s.event.entity.plural} with status {status} per "
+            f"{unit.entity.table} in {year}.",
+        )
+    )
+    labels = ", ".join(f"u.{c.name}" for c in unit.entity.label)
+    sql = (
+        f"SELECT {labels}, COUNT(*) {_joins(s, 'unit')} WHERE {_year_sql(found.when, year)} "
+        f"AND e.status = {_q(status)} GROUP BY u.{unit.key}"
+    )
+    return question, sql
+
+
+def _star_bridge(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple[str, str]:
+    found = _event(rng, s, db)
+    name, named = _named_row(s.staff, found.staff, "st")
+    day = found.event[found.when.name]
+    month = f"{_MONTHS[int(day[5:7]) - 1]} {day[:4]}"
+    question = rng.choice(
+        (
+            f"Which {s.person.entity.plural} had {_a(s.event.entity.table)} with the "
+            f"{s.staff.entity.table} {name} in {month}?",
+            f"List the {s.person.entity.plural} whose {s.event.entity.plural} in {month} were "
+            f"with {s.staff.entity.table} {name}.",
+        )
+    )
+    labels = ", ".join(f"pe.{c.name}" for c in s.person.entity.label)
+    sql = (
+        f"SELECT {labels} {_joins(s, 'staff', 'person')} WHERE "
+        f"strftime('%Y-%m', e.{found.when.name}) = {_q(day[:7])} AND {named}"
+    )
+    return question, sql
+
+
+def _star_distinct(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple[str, str]:
+    found = _event(rng, s, db)
+    name, named = _named_row(s.unit, found.unit, "u")
+    words, condition = _person_condition(rng, s, found.person)
+    detail = found.detail
+    question = rng.choice(
+        (
+            f"List the distinct {detail.phrase} values of {s.event.entity.plural} of "
+            f"{s.person.entity.plural} {words} at the {s.unit.entity.table} {name}.",
+            f"What different {detail.phrase} values do {s.event.entity.plural} at the "
+            f"{s.unit.entity.table} {name} have for {s.person.entity.plural} {words}?",
+        )
+    )
+    sql = (
+        f"SELECT DISTINCT e.{detail.name} {_joins(s, 'unit', 'person')} WHERE {condition} "
+        f"AND {named}"
+    )
+    return question, sql
+
+
+def _star_person_filter(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple[str, str]:
+    """A person filter said as people say it ("customers from Oslo"), with a second condition."""
+    person = s.person
+    row = _row(db, person.entity.table, rng)
+    words, condition = _person_condition(rng, s, row)
+    last = next(c for c in person.entity.label if c.name == "last_name")
+    prefix = row[last.name][: rng.randint(1, 3)]
+    question = rng.choice(
+        (
+            f'Which {person.entity.plural} {words} have a last name starting with "{prefix}"?',
+            f'List the {person.entity.plural} {words} whose last names begin with "{prefix}".',
+        )
+    )
+    labels = ", ".join(c.name for c in person.entity.label)
+    sql = (
+        f"SELECT {labels} FROM {person.entity.table} WHERE last_name LIKE {_q(prefix + '%')} "
+        f"AND {condition.removeprefix('pe.')}"
+    )
+    return question, sql
+
+
 # a kind returns None where this schema has no column it needs (no date column)
 _Kind = Callable[[random.Random, _Schema, sqlite3.Connection], "tuple[str, str] | None"]
 _TEMPLATES: dict[str, _Kind] = {
@@ -606,25 +980,49 @@ _TEMPLATES: dict[str, _Kind] = {
     "group_having": _group_having,
 }
 TEMPLATE_KINDS: tuple[str, ...] = tuple(_TEMPLATES)
+_StarKind = Callable[[random.Random, _Star, sqlite3.Connection], "tuple[str, str]"]
+_STAR_TEMPLATES: dict[str, _StarKind] = {
+    "star_count": _star_count,
+    "star_aggregate": _star_aggregate,
+    "star_having": _star_having,
+    "star_breakdown": _star_breakdown,
+    "star_bridge": _star_bridge,
+    "star_distinct": _star_distinct,
+    "star_person_filter": _star_person_filter,
+}
+STAR_KINDS: tuple[str, ...] = tuple(_STAR_TEMPLATES)
+
+
+def _draw_task(
+    kind: str, rng: random.Random, schema: _Schema | _Star, db: sqlite3.Connection
+) -> tuple[str, str] | None:
+    if kind in _STAR_TEMPLATES:
+        return _STAR_TEMPLATES[kind](rng, schema, db)
+    if isinstance(schema, _Star):  # a two-table kind on one parent/child pair of the four
+        schema = rng.choice(schema.pairs)
+    return _TEMPLATES[kind](rng, schema, db)
 
 
 @functools.lru_cache(maxsize=4)
-def _tasks(databases: int, cache: str) -> tuple[SQLTask, ...]:
+def _tasks(databases: int, tables: int, cache: str) -> tuple[SQLTask, ...]:
     del cache  # part of the lru key only
+    kinds = TEMPLATE_KINDS if tables == 2 else TEMPLATE_KINDS + STAR_KINDS
+    per_database = _TASKS_PER_DATABASE if tables == 2 else 2 * len(kinds)
     tasks: list[SQLTask] = []
     for index in range(databases):
-        path = synthetic_db(index)
-        schema = _schema(index)
-        db_id = f"synthetic{index:03d}"
-        rng = random.Random(f"boltzoo-sql-synthetic-tasks-{index}-v{SYNTHETIC_VERSION}")
+        path = synthetic_db(index, tables)
+        schema = _schema(index, tables)
+        db_id = _db_id(index, tables)
+        seed = "" if tables == 2 else f"t{tables}-"
+        rng = random.Random(f"boltzoo-sql-synthetic-{seed}tasks-{index}-v{SYNTHETIC_VERSION}")
         connection = _connect_read_only(path)
         seen: set[str] = set()
         try:
             for draw in range(_MAX_DRAWS):
-                if len(seen) >= _TASKS_PER_DATABASE:
+                if len(seen) >= per_database:
                     break
-                kind = TEMPLATE_KINDS[draw % len(TEMPLATE_KINDS)]  # every kind in turn
-                drawn = _TEMPLATES[kind](rng, schema, connection)
+                kind = kinds[draw % len(kinds)]  # every kind in turn
+                drawn = _draw_task(kind, rng, schema, connection)
                 if drawn is None:
                     continue
                 question, sql = drawn
@@ -641,9 +1039,13 @@ def _tasks(databases: int, cache: str) -> tuple[SQLTask, ...]:
     return tuple(tasks)
 
 
-def synthetic_tasks(databases: int) -> list[SQLTask]:
-    """Return the train tasks of synthetic databases ``0 .. databases - 1`` (28 each,
-    every template kind in turn), building the databases that are not cached yet."""
+def synthetic_tasks(databases: int, tables: int = 2) -> list[SQLTask]:
+    """Return the train tasks of synthetic databases ``0 .. databases - 1`` with ``tables``
+    tables: 2 (28 tasks each, two of every two-table kind) or 4 (42 each: the two-table kinds
+    on the pairs inside, and the four-table kinds), every kind in turn. Builds the databases
+    that are not cached yet."""
     if databases < 0:
         raise ValueError(f"databases must be 0 or more, got {databases}")
-    return list(_tasks(int(databases), str(cache_dir("sql"))))
+    if tables not in TABLE_COUNTS:
+        raise ValueError(f"tables must be one of {TABLE_COUNTS}, got {tables}")
+    return list(_tasks(int(databases), int(tables), str(cache_dir("sql"))))
