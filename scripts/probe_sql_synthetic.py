@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 
 import boltzoo
 from boltzoo.agents.models import load_policy
-from boltzoo.envs.data.sql_synthetic import synthetic_tasks
 
 
 def held_out_tasks(
@@ -35,9 +35,9 @@ def held_out_tasks(
         "synthetic_tables": tables,
     }
     env = boltzoo.make("sql-v0", **env_kwargs).unwrapped
-    held_out = {t.db_id for t in synthetic_tasks(trained_on + databases, tables)}
-    held_out -= {t.db_id for t in synthetic_tasks(trained_on, tables)}
-    pool = [i for i, t in enumerate(env.tasks) if t.db_id in held_out]
+    # synthetic db_ids are "synthetic<index>" (two tables) or "synthetic<index>t4"
+    index = [re.match(r"synthetic(\d+)", t.db_id) for t in env.tasks]
+    pool = [i for i, m in enumerate(index) if m and int(m.group(1)) >= trained_on]
     indices = pool[:: max(1, len(pool) // tasks)][:tasks]
     kinds = [env.tasks[i].template.removeprefix("synthetic/") for i in indices]
     return env_kwargs, indices, kinds
