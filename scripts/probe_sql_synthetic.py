@@ -6,9 +6,10 @@ past those of its training env.
 
 An RL run with ``synthetic_databases=N`` practises on synthetic databases ``0 .. N-1``; the
 databases ``N .. N+databases-1`` come from the same generator (``--tables``: two or four
-tables, the same question kinds) but their schemas, rows and questions are new to it. For
-each model: greedy success and how many of its queries run at all, in total and per question
-kind, on ``--tasks`` tasks spread over those databases (the same tasks for every model).
+tables; ``--kinds``: the run's ``synthetic_kinds``, the same question kinds) but their schemas,
+rows and questions are new to it. For each model: greedy success and how many of its queries
+run at all, in total and per question kind, on ``--tasks`` tasks spread over those databases
+(the same tasks for every model).
 Prints one JSON line per model.
 """
 
@@ -23,7 +24,7 @@ from boltzoo.agents.models import load_policy
 
 
 def held_out_tasks(
-    trained_on: int, databases: int, tasks: int, tables: int = 2
+    trained_on: int, databases: int, tasks: int, tables: int = 2, kinds: str = "base"
 ) -> tuple[dict, list[int], list[str]]:
     """Return the env keyword arguments, the task indices of the held-out databases and each
     one's question kind."""
@@ -33,6 +34,7 @@ def held_out_tasks(
         "schema_rows": 0,
         "synthetic_databases": trained_on + databases,
         "synthetic_tables": tables,
+        "synthetic_kinds": kinds,
     }
     env = boltzoo.make("sql-v0", **env_kwargs).unwrapped
     # synthetic db_ids are "synthetic<index>" (two tables) or "synthetic<index>t4"
@@ -76,10 +78,11 @@ def main() -> None:
     parser.add_argument("--databases", type=int, default=20, help="held-out databases to ask")
     parser.add_argument("--tasks", type=int, default=84)
     parser.add_argument("--tables", type=int, default=2, help="the run's synthetic_tables")
+    parser.add_argument("--kinds", default="base", help="the run's synthetic_kinds")
     parser.add_argument("--max-new-tokens", type=int, default=96)
     args = parser.parse_args()
     env_kwargs, indices, kinds = held_out_tasks(
-        args.trained_on, args.databases, args.tasks, args.tables
+        args.trained_on, args.databases, args.tasks, args.tables, args.kinds
     )
     for model in args.models:
         print(json.dumps(probe(model, env_kwargs, indices, kinds, args.max_new_tokens)), flush=True)

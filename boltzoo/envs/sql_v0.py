@@ -57,6 +57,10 @@ and at the end ``success``, ``score`` and ``sql`` (the final query).
 * ``synthetic_tables``: 2 (default: a parent and a child table, 28 tasks each) or 4 (a unit,
   its staff, the people they serve and the events between them: joins of up to four tables,
   months and years of dates; 42 tasks each).
+* ``synthetic_kinds``: ``"base"`` (default) or ``"extended"`` (four tables only): 26 more tasks
+  on each database, of the shapes the base kinds leave out (NOT IN, IN through joins,
+  INTERSECT, comparisons with an average, the best month, the largest row, ...); the base
+  tasks stay the same.
 * ``database``: an SQLAlchemy URL (or file path) that replaces every task's database, e.g. the
   same Chinook served by PostgreSQL.
 * ``agents``, ``max_rounds`` (default 3), ``max_turns`` (default ``1 + 2 * max_rounds``),
@@ -84,7 +88,7 @@ from boltzoo.envs.base import (
     ToolSpec,
     string_parameters,
 )
-from boltzoo.envs.data.sql_synthetic import TABLE_COUNTS, synthetic_tasks
+from boltzoo.envs.data.sql_synthetic import KIND_SETS, TABLE_COUNTS, synthetic_tasks
 from boltzoo.envs.data.sql_tasks import SQLTask, generate_tasks, load_spider
 from boltzoo.envs.protocol import extract_sql, parse_verdict
 from boltzoo.envs.tools.sql import QueryResult, SQLSandbox, gold_is_ordered, results_match
@@ -162,6 +166,7 @@ class raw_env(LLMTurnEnv):
         max_action_chars: int = DEFAULT_MAX_ACTION_CHARS,
         synthetic_databases: int = 0,
         synthetic_tables: int = 2,
+        synthetic_kinds: str = "base",
     ):
         if max_rounds < 0:
             raise ValueError(f"max_rounds must be 0 or more, got {max_rounds}")
@@ -186,8 +191,16 @@ class raw_env(LLMTurnEnv):
             raise ValueError(
                 f"synthetic_tables must be one of {TABLE_COUNTS}, got {synthetic_tables}"
             )
+        extended_on_two = synthetic_kinds == "extended" and synthetic_tables != 4
+        if synthetic_kinds not in KIND_SETS or extended_on_two:
+            raise ValueError(
+                f"synthetic_kinds must be one of {KIND_SETS} ('extended' with synthetic_tables=4),"
+                f" got {synthetic_kinds!r} with synthetic_tables={synthetic_tables}"
+            )
         if synthetic_databases and dataset == "generated" and (split or "train") == "train":
-            self.tasks += synthetic_tasks(synthetic_databases, tables=synthetic_tables)
+            self.tasks += synthetic_tasks(
+                synthetic_databases, tables=synthetic_tables, kinds=synthetic_kinds
+            )
         self._schemas: dict[str, str] = {}
 
     # --- helpers ---------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 import sqlite3
 from collections import Counter
@@ -13,6 +14,7 @@ import boltzoo
 from boltzoo.agents import OraclePolicy
 from boltzoo.envs.data import sql_synthetic
 from boltzoo.envs.data.sql_synthetic import (
+    EXTENDED_KINDS,
     STAR_KINDS,
     TEMPLATE_KINDS,
     synthetic_db,
@@ -141,9 +143,10 @@ def test_four_table_databases_are_a_unit_staff_people_and_events_whose_keys_all_
         synthetic_tasks(1, tables=3)
 
 
-def test_four_table_gold_queries_answer_and_name_the_question_s_values():
+@pytest.mark.parametrize("kinds", ["base", "extended"])
+def test_four_table_gold_queries_answer_and_name_the_question_s_values(kinds):
     month_numbers = {name: f"{i:02d}" for i, name in enumerate(sql_synthetic._MONTHS, 1)}
-    for task in synthetic_tasks(10, tables=4):
+    for task in synthetic_tasks(10, tables=4, kinds=kinds):
         with closing(sqlite3.connect(f"file:{task.database}?mode=ro", uri=True)) as db:
             rows = db.execute(task.gold_sql).fetchall()
         assert 1 <= len(rows) <= 100, task
@@ -157,13 +160,18 @@ def test_four_table_gold_queries_answer_and_name_the_question_s_values():
                 assert value in task.question, task  # every value to copy is in the question
 
 
-def test_sql_v0_takes_four_table_databases_and_the_oracle_solves_them():
+@pytest.mark.parametrize(
+    ("kinds", "per_database"), [("base", 42), ("extended", 42 + 2 * len(EXTENDED_KINDS))]
+)
+def test_sql_v0_takes_four_table_databases_and_the_oracle_solves_them(kinds, per_database):
     plain = boltzoo.make("sql-v0", split="train", agents=["writer"]).unwrapped
-    kwargs = {"synthetic_databases": 1, "synthetic_tables": 4}
+    kwargs = {"synthetic_databases": 1, "synthetic_tables": 4, "synthetic_kinds": kinds}
     env = boltzoo.make("sql-v0", split="train", agents=["writer"], **kwargs).unwrapped
-    assert len(env.tasks) == plain.num_tasks + 42
+    assert len(env.tasks) == plain.num_tasks + per_database
     with pytest.raises(ValueError, match="synthetic_tables must be one of"):
         boltzoo.make("sql-v0", synthetic_tables=3)
+    with pytest.raises(ValueError, match="synthetic_kinds must be one of"):
+        boltzoo.make("sql-v0", synthetic_kinds="extended")  # on two tables
     episodes = boltzoo.rollout(
         "sql-v0",
         {"writer": OraclePolicy()},
@@ -175,3 +183,63 @@ def test_sql_v0_takes_four_table_databases_and_the_oracle_solves_them():
     )
     assert not [e.error for e in episodes if e.failed]
     assert all(e.success for e in episodes)
+
+
+def _digest(tasks) -> str:
+    lines = (f"{t.task_id}|{t.question}|{t.gold_sql}|{t.template}" for t in tasks)
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]
+
+
+def test_the_base_tasks_stay_those_the_recorded_recipes_trained_on():
+    # BENCHMARKS' sql-v0 recipes 14 and 15 sampled these task lists; a change to the generator
+    # that moves them must bump SYNTHETIC_VERSION (and say so there), not change them silently.
+    assert _digest(synthetic_tasks(5)) == "dff9e7032104e89c"
+    assert _digest(synthetic_tasks(5, tables=4)) == "1c5d72a6e6437a28"
+
+
+# the construct each extended kind is there to teach, as its gold query must contain it
+_EXTENDED_SHAPES = {
+    "star_having_status": r"WHERE e\.status = .* GROUP BY .* HAVING COUNT\(\*\) > \d+$",
+    "star_never": r" NOT IN \(SELECT \w+ FROM \w+ WHERE strftime\('%Y'",
+    "star_idle_staff": r" JOIN .* NOT IN \(SELECT \w+ FROM \w+ WHERE strftime\('%Y-%m'",
+    "star_in_chain": r" IN \(SELECT e\.\w+ FROM \w+ e JOIN .* JOIN .* WHERE ",
+    "star_both": r"^SELECT pe\.\w+_id, .* INTERSECT SELECT pe\.\w+_id, ",
+    "star_above_average": r" > \(SELECT AVG\(\w+\) FROM \w+\)$",
+    "star_units_above_average": r"GROUP BY u\.\w+ HAVING AVG\(e\.\w+\) > \(SELECT AVG",
+    "star_having_average": r"GROUP BY u\.\w+ HAVING AVG\(e\.\w+\) > \d+$",
+    "star_by_detail": r"^SELECT e\.\w+, SUM\(e\.\w+\) .* GROUP BY e\.\w+$",
+    "star_count_distinct": r"^SELECT COUNT\(DISTINCT e\.\w+\) ",
+    "star_best_month": r"^SELECT strftime\('%m', \w+\) AS month .* LIMIT 1$",
+    "star_largest": r"^SELECT e\.\w+_id .* ORDER BY e\.\w+ DESC, e\.\w+_id LIMIT 1$",
+    "star_most_common": r"GROUP BY e\.(\w+) ORDER BY COUNT\(\*\) DESC, e\.\1 LIMIT 1$",
+}
+
+
+def test_extended_kinds_add_their_shapes_after_the_unchanged_base_tasks():
+    assert set(_EXTENDED_SHAPES) == set(EXTENDED_KINDS)
+    base = synthetic_tasks(6, tables=4)
+    extended = synthetic_tasks(6, tables=4, kinds="extended")
+    assert [t for t in extended if t.template.removeprefix("synthetic/") not in EXTENDED_KINDS] == (
+        base
+    )
+    per_database = 42 + 2 * len(EXTENDED_KINDS)
+    assert Counter(t.db_id for t in extended) == {
+        f"synthetic{i:03d}t4": per_database for i in range(6)
+    }
+    assert len({t.task_id for t in extended}) == len(extended)
+    for db_id in {t.db_id for t in extended}:  # each database's new tasks come after its base
+        kinds = [
+            t.template.removeprefix("synthetic/") in EXTENDED_KINDS
+            for t in extended
+            if t.db_id == db_id
+        ]
+        assert kinds == [False] * 42 + [True] * 2 * len(EXTENDED_KINDS)
+    found = Counter(t.template.removeprefix("synthetic/") for t in extended)
+    for kind, shape in _EXTENDED_SHAPES.items():
+        assert found[kind] >= 6, kind  # every kind on most databases
+        for task in (t for t in extended if t.template == f"synthetic/{kind}"):
+            assert re.search(shape, task.gold_sql), task
+    with pytest.raises(ValueError, match="kinds must be one of"):
+        synthetic_tasks(1, tables=4, kinds="all")
+    with pytest.raises(ValueError, match="needs tables=4"):
+        synthetic_tasks(1, tables=2, kinds="extended")

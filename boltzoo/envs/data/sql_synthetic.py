@@ -19,11 +19,18 @@ aggregates of events of a named staff member or unit in a year, HAVING and GROUP
 joins, the people who met a staff member in a month, distinct details, and people filters said
 the way people say them ("customers from Oslo").
 
-``synthetic_tasks(n, tables)`` builds ``n`` such databases once into ``cache_dir("sql")`` and
+``kinds="extended"`` adds to the four-table databases the shapes the base kinds leave out
+(:data:`EXTENDED_KINDS`): NOT IN and IN through a chain of joins ("customers who never had a
+sale in 2021", "... who have had sales at the store X"), INTERSECT ("at both the store X and
+the store Y"), comparisons with an average in WHERE and HAVING, HAVING over a filtered group, a
+total per detail value, COUNT(DISTINCT ...), the best month of a year, and the largest or most
+common row. They are drawn after the base tasks, so a database's base tasks do not change.
+
+``synthetic_tasks(n, tables, kinds)`` builds ``n`` such databases once into ``cache_dir("sql")`` and
 returns their tasks; every one is a train task (``split="train"``, ``template="synthetic/<kind>"``).
 No test split draws on them: they are extra practice, and ``test`` / ``test_unseen`` measure
 what transfers. ``sql-v0`` adds them to its train split with ``synthetic_databases=n`` (and
-``synthetic_tables=4``).
+``synthetic_tables=4``, ``synthetic_kinds="extended"``).
 """
 
 from __future__ import annotations
@@ -53,6 +60,8 @@ from boltzoo.envs.data.sql_tasks import (
 
 __all__ = [
     "ENTITIES",
+    "EXTENDED_KINDS",
+    "KIND_SETS",
     "STAR_ENTITIES",
     "STAR_KINDS",
     "SYNTHETIC_VERSION",
@@ -961,6 +970,281 @@ def _star_person_filter(rng: random.Random, s: _Star, db: sqlite3.Connection) ->
     return question, sql
 
 
+# --- extended four-table kinds (``kinds="extended"``) -----------------------------------------
+# Shapes the base kinds leave out, which test_unseen's templates ask for: NOT IN and IN through a
+# chain of joins, INTERSECT, comparisons with an average (a scalar subquery, in WHERE or HAVING),
+# HAVING over a filtered group, a breakdown by a detail, COUNT(DISTINCT), the best month and the
+# largest or most common row.
+
+
+def _labels(t: _Table, alias: str = "") -> str:
+    prefix = f"{alias}." if alias else ""
+    return ", ".join(f"{prefix}{c.name}" for c in t.entity.label)
+
+
+def _month(day: str) -> str:
+    """'2021-03-14' -> 'March 2021'."""
+    return f"{_MONTHS[int(day[5:7]) - 1]} {day[:4]}"
+
+
+def _star_having_status(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple[str, str]:
+    found = _event(rng, s, db)
+    status, year = found.event[found.status.name], found.event[found.when.name][:4]
+    staff, events = s.staff, s.event.entity.plural
+    grouped = (
+        f"{_joins(s, 'staff')} WHERE e.status = {_q(status)} AND {_year_sql(found.when, year)} "
+        f"GROUP BY st.{staff.key}"
+    )
+    more = rng.choice([n for (n,) in db.execute(f"SELECT COUNT(*) {grouped}")]) - 1
+    question = rng.choice(
+        (
+            f"Which {staff.entity.plural} had more than {more} {status} {events} in {year}?",
+            f"List the {staff.entity.plural} with over {more} {events} of status {status} "
+            f"in {year}.",
+        )
+    )
+    return question, f"SELECT {_labels(staff, 'st')} {grouped} HAVING COUNT(*) > {more}"
+
+
+def _star_never(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple[str, str]:
+    """People with no event in a year: NOT IN a subquery."""
+    found = _event(rng, s, db)
+    person, event, when = s.person, s.event.entity, found.when.name
+    words, condition = _person_condition(rng, s, found.person)
+    years = [y for (y,) in db.execute(f"SELECT DISTINCT strftime('%Y', {when}) FROM {event.table}")]
+    year = rng.choice(sorted(years))
+    question = rng.choice(
+        (
+            f"Which {person.entity.plural} {words} never had {_a(event.table)} in {year}?",
+            f"List the {person.entity.plural} {words} who had no {event.plural} in {year}.",
+        )
+    )
+    sql = (
+        f"SELECT {_labels(person)} FROM {person.entity.table} WHERE "
+        f"{condition.removeprefix('pe.')} AND {person.key} NOT IN (SELECT {person.key} FROM "
+        f"{event.table} WHERE strftime('%Y', {when}) = {_q(year)})"
+    )
+    return question, sql
+
+
+def _star_idle_staff(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple[str, str]:
+    """Staff of a unit with no event in a month: a join, then NOT IN a subquery."""
+    found = _event(rng, s, db)
+    staff, unit, event = s.staff, s.unit, s.event.entity
+    name, named = _named_row(unit, found.unit, "u")
+    day = found.event[found.when.name]
+    question = rng.choice(
+        (
+            f"Which {staff.entity.plural} of the {unit.entity.table} {name} had no "
+            f"{event.plural} in {_month(day)}?",
+            f"List the {staff.entity.plural} at the {unit.entity.table} {name} without any "
+            f"{event.plural} in {_month(day)}.",
+        )
+    )
+    sql = (
+        f"SELECT {_labels(staff, 'st')} FROM {staff.entity.table} st JOIN {unit.entity.table} u "
+        f"ON st.{unit.key} = u.{unit.key} WHERE {named} AND st.{staff.key} NOT IN (SELECT "
+        f"{staff.key} FROM {event.table} WHERE strftime('%Y-%m', {found.when.name}) = "
+        f"{_q(day[:7])})"
+    )
+    return question, sql
+
+
+def _star_in_chain(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple[str, str]:
+    """People with an event at a unit: IN a subquery that joins events to staff to units."""
+    found = _event(rng, s, db)
+    person, unit, event = s.person, s.unit, s.event.entity
+    words, condition = _person_condition(rng, s, found.person)
+    name, named = _named_row(unit, found.unit, "u")
+    question = rng.choice(
+        (
+            f"List the {person.entity.plural} {words} who have ever had {_a(event.table)} at "
+            f"the {unit.entity.table} {name}.",
+            f"Which {person.entity.plural} {words} have had {event.plural} at the "
+            f"{unit.entity.table} {name}?",
+        )
+    )
+    sql = (
+        f"SELECT {_labels(person)} FROM {person.entity.table} WHERE "
+        f"{condition.removeprefix('pe.')} AND {person.key} IN (SELECT e.{person.key} "
+        f"{_joins(s, 'unit')} WHERE {named})"
+    )
+    return question, sql
+
+
+def _star_both(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple[str, str] | None:
+    """People with events at two named units: INTERSECT of two four-table joins."""
+    found = _event(rng, s, db)
+    person, unit, event = s.person, s.unit, s.event.entity
+    cursor = db.execute(
+        f"SELECT * FROM {unit.entity.table} WHERE {unit.key} IN (SELECT st.{unit.key} "
+        f"{_joins(s, 'staff')} WHERE e.{person.key} = ?) ORDER BY 1",
+        (found.person[person.key],),
+    )
+    names = [d[0] for d in cursor.description]
+    units = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+    if len(units) < 2:
+        return None
+    first, second = (_named_row(unit, row, "u") for row in rng.sample(units, 2))
+    words, condition = _person_condition(rng, s, found.person)
+    question = (
+        f"Which {person.entity.plural} {words} have had {event.plural} at both the "
+        f"{unit.entity.table} {first[0]} and the {unit.entity.table} {second[0]}? Give their "
+        f"{person.entity.table} ids and names."
+    )
+    select = f"SELECT pe.{person.key}, {_labels(person, 'pe')} {_joins(s, 'unit', 'person')}"
+    sql = (
+        f"{select} WHERE {condition} AND {first[1]} INTERSECT {select} WHERE {condition} "
+        f"AND {second[1]}"
+    )
+    return question, sql
+
+
+def _star_above_average(
+    rng: random.Random, s: _Star, db: sqlite3.Connection
+) -> tuple[str, str] | None:
+    """Staff of a unit paid above the average of all staff: a scalar subquery in WHERE."""
+    staff, unit = s.staff, s.unit
+    value = next((c for c in staff.columns if c.sql_type == "REAL"), None)
+    if value is None:
+        return None
+    found = _event(rng, s, db)
+    name, named = _named_row(unit, found.unit, "u")
+    when = next((c for c in staff.columns if c.sql_type == "DATE"), None)
+    hired, hired_sql = "", ""
+    if when is not None and rng.random() < 0.5:
+        year = int(found.staff[when.name][:4]) + 1
+        hired, hired_sql = f" {when.phrase} before {year}", f" AND st.{when.name} < '{year}-01-01'"
+    question = (
+        f"List the {staff.entity.plural} of the {unit.entity.table} {name}{hired} whose "
+        f"{value.phrase} is above the average {value.phrase} of all {staff.entity.plural}."
+    )
+    sql = (
+        f"SELECT {_labels(staff, 'st')} FROM {staff.entity.table} st JOIN {unit.entity.table} u "
+        f"ON st.{unit.key} = u.{unit.key} WHERE {named}{hired_sql} AND st.{value.name} > "
+        f"(SELECT AVG({value.name}) FROM {staff.entity.table})"
+    )
+    return question, sql
+
+
+def _star_units_above_average(
+    rng: random.Random, s: _Star, db: sqlite3.Connection
+) -> tuple[str, str]:
+    """Units whose events average above all events: a scalar subquery in HAVING."""
+    found = _event(rng, s, db)
+    unit, event, amount = s.unit, s.event.entity, found.amount
+    status = found.event[found.status.name]
+    if rng.random() < 0.5:
+        question = (
+            f"Which {unit.entity.plural} have an average {event.table} {amount.phrase} above "
+            f"the overall average?"
+        )
+        where, inner = "", ""
+    else:
+        question = (
+            f"Which {unit.entity.plural} have {status} {event.plural} with an average "
+            f"{amount.phrase} above that of all {status} {event.plural}?"
+        )
+        where, inner = f" WHERE e.status = {_q(status)}", f" WHERE status = {_q(status)}"
+    sql = (
+        f"SELECT {_labels(unit, 'u')} {_joins(s, 'unit')}{where} GROUP BY u.{unit.key} "
+        f"HAVING AVG(e.{amount.name}) > (SELECT AVG({amount.name}) FROM {event.table}{inner})"
+    )
+    return question, sql
+
+
+def _star_having_average(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple[str, str]:
+    """Units whose events of a status average more than a bound: HAVING AVG over a join."""
+    found = _event(rng, s, db)
+    unit, event, amount = s.unit, s.event.entity, found.amount
+    status = found.event[found.status.name]
+    grouped = f"{_joins(s, 'unit')} WHERE e.status = {_q(status)} GROUP BY u.{unit.key}"
+    bound = int(rng.choice([a for (a,) in db.execute(f"SELECT AVG(e.{amount.name}) {grouped}")]))
+    question = (
+        f"List the {unit.entity.plural} whose {status} {event.plural} average more than "
+        f"{bound} in {amount.phrase}."
+    )
+    sql = f"SELECT {_labels(unit, 'u')} {grouped} HAVING AVG(e.{amount.name}) > {bound}"
+    return question, sql
+
+
+def _star_by_detail(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple[str, str]:
+    """A total per detail value for the people of a condition in a year."""
+    found = _event(rng, s, db)
+    words, condition = _person_condition(rng, s, found.person)
+    year, amount, detail = found.event[found.when.name][:4], found.amount, found.detail
+    question = (
+        f"For {s.person.entity.plural} {words}, what was the total {amount.phrase} of "
+        f"{s.event.entity.plural} in {year} for each {detail.phrase}?"
+    )
+    sql = (
+        f"SELECT e.{detail.name}, SUM(e.{amount.name}) {_joins(s, 'person')} WHERE {condition} "
+        f"AND {_year_sql(found.when, year)} GROUP BY e.{detail.name}"
+    )
+    return question, sql
+
+
+def _star_count_distinct(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple[str, str]:
+    found = _event(rng, s, db)
+    words, condition = _person_condition(rng, s, found.person)
+    year = found.event[found.when.name][:4]
+    question = (
+        f"How many different {s.staff.entity.plural} did {s.person.entity.plural} {words} "
+        f"have {s.event.entity.plural} with in {year}?"
+    )
+    sql = (
+        f"SELECT COUNT(DISTINCT e.{s.staff.key}) {_joins(s, 'person')} WHERE {condition} "
+        f"AND {_year_sql(found.when, year)}"
+    )
+    return question, sql
+
+
+def _star_best_month(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple[str, str]:
+    found = _event(rng, s, db)
+    event, when, amount = s.event.entity, found.when.name, found.amount
+    year = found.event[when][:4]
+    if rng.random() < 0.5:
+        what, order = f"the highest total {amount.phrase} of {event.plural}", f"SUM({amount.name})"
+    else:
+        what, order = f"the most {event.plural}", "COUNT(*)"
+    question = f"Which month (two-digit number) of {year} had {what}?"
+    sql = (
+        f"SELECT strftime('%m', {when}) AS month FROM {event.table} WHERE strftime('%Y', {when}) "
+        f"= {_q(year)} GROUP BY month ORDER BY {order} DESC, month LIMIT 1"
+    )
+    return question, sql
+
+
+def _star_largest(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple[str, str]:
+    found = _event(rng, s, db)
+    event, person = s.event, s.person.entity
+    name, named = _named_row(s.person, found.person, "pe")
+    question = (
+        f"Which {event.entity.table} of the {person.table} {name} had the largest "
+        f"{found.amount.phrase}? Give its id."
+    )
+    sql = (
+        f"SELECT e.{event.key} {_joins(s, 'person')} WHERE {named} ORDER BY "
+        f"e.{found.amount.name} DESC, e.{event.key} LIMIT 1"
+    )
+    return question, sql
+
+
+def _star_most_common(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple[str, str]:
+    found = _event(rng, s, db)
+    unit, detail = s.unit, found.detail
+    name, named = _named_row(unit, found.unit, "u")
+    question = (
+        f"Which {detail.phrase} is the most common among the {s.event.entity.plural} at the "
+        f"{unit.entity.table} {name}?"
+    )
+    sql = (
+        f"SELECT e.{detail.name} {_joins(s, 'unit')} WHERE {named} GROUP BY e.{detail.name} "
+        f"ORDER BY COUNT(*) DESC, e.{detail.name} LIMIT 1"
+    )
+    return question, sql
+
+
 # a kind returns None where this schema has no column it needs (no date column)
 _Kind = Callable[[random.Random, _Schema, sqlite3.Connection], "tuple[str, str] | None"]
 _TEMPLATES: dict[str, _Kind] = {
@@ -991,6 +1275,23 @@ _STAR_TEMPLATES: dict[str, _StarKind] = {
     "star_person_filter": _star_person_filter,
 }
 STAR_KINDS: tuple[str, ...] = tuple(_STAR_TEMPLATES)
+_EXTENDED_TEMPLATES: dict[str, Callable[[random.Random, _Star, sqlite3.Connection], Any]] = {
+    "star_having_status": _star_having_status,
+    "star_never": _star_never,
+    "star_idle_staff": _star_idle_staff,
+    "star_in_chain": _star_in_chain,
+    "star_both": _star_both,
+    "star_above_average": _star_above_average,
+    "star_units_above_average": _star_units_above_average,
+    "star_having_average": _star_having_average,
+    "star_by_detail": _star_by_detail,
+    "star_count_distinct": _star_count_distinct,
+    "star_best_month": _star_best_month,
+    "star_largest": _star_largest,
+    "star_most_common": _star_most_common,
+}
+EXTENDED_KINDS: tuple[str, ...] = tuple(_EXTENDED_TEMPLATES)
+KIND_SETS = ("base", "extended")
 
 
 def _draw_task(
@@ -998,13 +1299,41 @@ def _draw_task(
 ) -> tuple[str, str] | None:
     if kind in _STAR_TEMPLATES:
         return _STAR_TEMPLATES[kind](rng, schema, db)
+    if kind in _EXTENDED_TEMPLATES:
+        return _EXTENDED_TEMPLATES[kind](rng, schema, db)
     if isinstance(schema, _Star):  # a two-table kind on one parent/child pair of the four
         schema = rng.choice(schema.pairs)
     return _TEMPLATES[kind](rng, schema, db)
 
 
+def _draw_kinds(
+    kinds: tuple[str, ...],
+    count: int,
+    rng: random.Random,
+    schema: _Schema | _Star,
+    connection: sqlite3.Connection,
+    seen: set[str],
+) -> list[tuple[str, str, str]]:
+    """Up to ``count`` (kind, question, gold sql) of ``kinds`` in turn, each with an answer and
+    a question not in ``seen`` (which it extends)."""
+    drawn_tasks: list[tuple[str, str, str]] = []
+    for draw in range(_MAX_DRAWS):
+        if len(drawn_tasks) >= count:
+            break
+        kind = kinds[draw % len(kinds)]  # every kind in turn
+        drawn = _draw_task(kind, rng, schema, connection)
+        if drawn is None:
+            continue
+        question, sql = drawn
+        if question in seen or not _has_answer(connection, sql):
+            continue
+        seen.add(question)
+        drawn_tasks.append((kind, question, sql))
+    return drawn_tasks
+
+
 @functools.lru_cache(maxsize=4)
-def _tasks(databases: int, tables: int, cache: str) -> tuple[SQLTask, ...]:
+def _tasks(databases: int, tables: int, kind_set: str, cache: str) -> tuple[SQLTask, ...]:
     del cache  # part of the lru key only
     kinds = TEMPLATE_KINDS if tables == 2 else TEMPLATE_KINDS + STAR_KINDS
     per_database = _TASKS_PER_DATABASE if tables == 2 else 2 * len(kinds)
@@ -1018,34 +1347,36 @@ def _tasks(databases: int, tables: int, cache: str) -> tuple[SQLTask, ...]:
         connection = _connect_read_only(path)
         seen: set[str] = set()
         try:
-            for draw in range(_MAX_DRAWS):
-                if len(seen) >= per_database:
-                    break
-                kind = kinds[draw % len(kinds)]  # every kind in turn
-                drawn = _draw_task(kind, rng, schema, connection)
-                if drawn is None:
-                    continue
-                question, sql = drawn
-                if question in seen or not _has_answer(connection, sql):
-                    continue
-                seen.add(question)
-                hashed = f"{db_id}\n{question}"  # as the generated tasks' ids are made
-                task_id = f"{db_id}-{short_digest(hashed)}"
-                tasks.append(
-                    SQLTask(task_id, question, sql, db_id, str(path), f"synthetic/{kind}", "train")
-                )
+            drawn = _draw_kinds(kinds, per_database, rng, schema, connection, seen)
+            if kind_set == "extended":  # after the base tasks, from a generator of its own, so
+                # that the base tasks stay those of kinds="base"
+                rng = random.Random(f"boltzoo-sql-synthetic-{seed}extended-{index}")
+                count = 2 * len(EXTENDED_KINDS)
+                drawn += _draw_kinds(EXTENDED_KINDS, count, rng, schema, connection, seen)
         finally:
             connection.close()
+        for kind, question, sql in drawn:
+            hashed = f"{db_id}\n{question}"  # as the generated tasks' ids are made
+            task_id = f"{db_id}-{short_digest(hashed)}"
+            tasks.append(
+                SQLTask(task_id, question, sql, db_id, str(path), f"synthetic/{kind}", "train")
+            )
     return tuple(tasks)
 
 
-def synthetic_tasks(databases: int, tables: int = 2) -> list[SQLTask]:
+def synthetic_tasks(databases: int, tables: int = 2, kinds: str = "base") -> list[SQLTask]:
     """Return the train tasks of synthetic databases ``0 .. databases - 1`` with ``tables``
     tables: 2 (28 tasks each, two of every two-table kind) or 4 (42 each: the two-table kinds
-    on the pairs inside, and the four-table kinds), every kind in turn. Builds the databases
-    that are not cached yet."""
+    on the pairs inside, and the four-table kinds), every kind in turn. ``kinds="extended"``
+    (four tables only) adds two tasks of each of :data:`EXTENDED_KINDS` to every database
+    (68 each), after the base tasks, which stay the same. Builds the databases that are not
+    cached yet."""
     if databases < 0:
         raise ValueError(f"databases must be 0 or more, got {databases}")
     if tables not in TABLE_COUNTS:
         raise ValueError(f"tables must be one of {TABLE_COUNTS}, got {tables}")
-    return list(_tasks(int(databases), int(tables), str(cache_dir("sql"))))
+    if kinds not in KIND_SETS:
+        raise ValueError(f"kinds must be one of {KIND_SETS}, got {kinds!r}")
+    if kinds == "extended" and tables != 4:
+        raise ValueError("kinds='extended' needs tables=4 (its kinds join all four tables)")
+    return list(_tasks(int(databases), int(tables), kinds, str(cache_dir("sql"))))
