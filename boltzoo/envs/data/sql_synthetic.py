@@ -374,6 +374,10 @@ class _Table:
     def label(self) -> str:
         return ", ".join(c.name for c in self.entity.label)
 
+    def aliased_label(self, alias: str) -> str:
+        """The label columns as selected from ``<table> <alias>``: "st.first_name, ..."."""
+        return ", ".join(f"{alias}.{c.name}" for c in self.entity.label)
+
 
 @dataclass(frozen=True)
 class _Schema:
@@ -599,7 +603,7 @@ def _join(rng: random.Random, s: _Schema, db: sqlite3.Connection) -> tuple[str, 
             f"{column.phrase} {value}?",
         )
     )
-    labels = ", ".join(f"c.{c.name}" for c in child.entity.label)
+    labels = child.aliased_label("c")
     sql = (
         f"SELECT {labels} FROM {child.entity.table} c JOIN {parent.entity.table} p "
         f"ON c.{parent.key} = p.{parent.key} WHERE p.{column.name} = {_literal(value)}"
@@ -754,7 +758,7 @@ def _group_having(rng: random.Random, s: _Schema, db: sqlite3.Connection) -> tup
             f"List the {parent.entity.plural} with over {more} {child.entity.plural}.",
         )
     )
-    labels = ", ".join(f"p.{c.name}" for c in parent.entity.label)
+    labels = parent.aliased_label("p")
     sql = (
         f"SELECT {labels} FROM {parent.entity.table} p JOIN {child.entity.table} c "
         f"ON c.{parent.key} = p.{parent.key} GROUP BY p.{parent.key} HAVING COUNT(*) > {more}"
@@ -771,6 +775,11 @@ _MONTHS = (
     "January", "February", "March", "April", "May", "June", "July", "August", "September",
     "October", "November", "December",
 )  # fmt: skip
+
+
+def _month(day: str) -> str:
+    """'2021-03-14' -> 'March 2021'."""
+    return f"{_MONTHS[int(day[5:7]) - 1]} {day[:4]}"
 
 
 @dataclass(frozen=True)
@@ -884,7 +893,7 @@ def _star_having(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple[
             f"List the {staff.entity.plural} with over {more} {s.event.entity.plural} in {year}.",
         )
     )
-    labels = ", ".join(f"st.{c.name}" for c in staff.entity.label)
+    labels = staff.aliased_label("st")
     return question, f"SELECT {labels} {grouped} HAVING COUNT(*) > {more}"
 
 
@@ -900,7 +909,7 @@ def _star_breakdown(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tup
             f"{unit.entity.table} in {year}.",
         )
     )
-    labels = ", ".join(f"u.{c.name}" for c in unit.entity.label)
+    labels = unit.aliased_label("u")
     sql = (
         f"SELECT {labels}, COUNT(*) {_joins(s, 'unit')} WHERE {_year_sql(found.when, year)} "
         f"AND e.status = {_q(status)} GROUP BY u.{unit.key}"
@@ -912,7 +921,7 @@ def _star_bridge(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple[
     found = _event(rng, s, db)
     name, named = _named_row(s.staff, found.staff, "st")
     day = found.event[found.when.name]
-    month = f"{_MONTHS[int(day[5:7]) - 1]} {day[:4]}"
+    month = _month(day)
     question = rng.choice(
         (
             f"Which {s.person.entity.plural} had {_a(s.event.entity.table)} with the "
@@ -921,7 +930,7 @@ def _star_bridge(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple[
             f"with {s.staff.entity.table} {name}.",
         )
     )
-    labels = ", ".join(f"pe.{c.name}" for c in s.person.entity.label)
+    labels = s.person.aliased_label("pe")
     sql = (
         f"SELECT {labels} {_joins(s, 'staff', 'person')} WHERE "
         f"strftime('%Y-%m', e.{found.when.name}) = {_q(day[:7])} AND {named}"
@@ -977,16 +986,6 @@ def _star_person_filter(rng: random.Random, s: _Star, db: sqlite3.Connection) ->
 # largest or most common row.
 
 
-def _labels(t: _Table, alias: str = "") -> str:
-    prefix = f"{alias}." if alias else ""
-    return ", ".join(f"{prefix}{c.name}" for c in t.entity.label)
-
-
-def _month(day: str) -> str:
-    """'2021-03-14' -> 'March 2021'."""
-    return f"{_MONTHS[int(day[5:7]) - 1]} {day[:4]}"
-
-
 def _star_having_status(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple[str, str]:
     found = _event(rng, s, db)
     status, year = found.event[found.status.name], found.event[found.when.name][:4]
@@ -1003,7 +1002,7 @@ def _star_having_status(rng: random.Random, s: _Star, db: sqlite3.Connection) ->
             f"in {year}.",
         )
     )
-    return question, f"SELECT {_labels(staff, 'st')} {grouped} HAVING COUNT(*) > {more}"
+    return question, f"SELECT {staff.aliased_label('st')} {grouped} HAVING COUNT(*) > {more}"
 
 
 def _star_never(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple[str, str]:
@@ -1020,7 +1019,7 @@ def _star_never(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple[s
         )
     )
     sql = (
-        f"SELECT {_labels(person)} FROM {person.entity.table} WHERE "
+        f"SELECT {person.label} FROM {person.entity.table} WHERE "
         f"{condition.removeprefix('pe.')} AND {person.key} NOT IN (SELECT {person.key} FROM "
         f"{event.table} WHERE strftime('%Y', {when}) = {_q(year)})"
     )
@@ -1042,7 +1041,8 @@ def _star_idle_staff(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tu
         )
     )
     sql = (
-        f"SELECT {_labels(staff, 'st')} FROM {staff.entity.table} st JOIN {unit.entity.table} u "
+        f"SELECT {staff.aliased_label('st')} FROM {staff.entity.table} st "
+        f"JOIN {unit.entity.table} u "
         f"ON st.{unit.key} = u.{unit.key} WHERE {named} AND st.{staff.key} NOT IN (SELECT "
         f"{staff.key} FROM {event.table} WHERE strftime('%Y-%m', {found.when.name}) = "
         f"{_q(day[:7])})"
@@ -1065,7 +1065,7 @@ def _star_in_chain(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tupl
         )
     )
     sql = (
-        f"SELECT {_labels(person)} FROM {person.entity.table} WHERE "
+        f"SELECT {person.label} FROM {person.entity.table} WHERE "
         f"{condition.removeprefix('pe.')} AND {person.key} IN (SELECT e.{person.key} "
         f"{_joins(s, 'unit')} WHERE {named})"
     )
@@ -1092,7 +1092,7 @@ def _star_both(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple[st
         f"{unit.entity.table} {first[0]} and the {unit.entity.table} {second[0]}? Give their "
         f"{person.entity.table} ids and names."
     )
-    select = f"SELECT pe.{person.key}, {_labels(person, 'pe')} {_joins(s, 'unit', 'person')}"
+    select = f"SELECT pe.{person.key}, {person.aliased_label('pe')} {_joins(s, 'unit', 'person')}"
     sql = (
         f"{select} WHERE {condition} AND {first[1]} INTERSECT {select} WHERE {condition} "
         f"AND {second[1]}"
@@ -1120,7 +1120,8 @@ def _star_above_average(
         f"{value.phrase} is above the average {value.phrase} of all {staff.entity.plural}."
     )
     sql = (
-        f"SELECT {_labels(staff, 'st')} FROM {staff.entity.table} st JOIN {unit.entity.table} u "
+        f"SELECT {staff.aliased_label('st')} FROM {staff.entity.table} st "
+        f"JOIN {unit.entity.table} u "
         f"ON st.{unit.key} = u.{unit.key} WHERE {named}{hired_sql} AND st.{value.name} > "
         f"(SELECT AVG({value.name}) FROM {staff.entity.table})"
     )
@@ -1147,7 +1148,7 @@ def _star_units_above_average(
         )
         where, inner = f" WHERE e.status = {_q(status)}", f" WHERE status = {_q(status)}"
     sql = (
-        f"SELECT {_labels(unit, 'u')} {_joins(s, 'unit')}{where} GROUP BY u.{unit.key} "
+        f"SELECT {unit.aliased_label('u')} {_joins(s, 'unit')}{where} GROUP BY u.{unit.key} "
         f"HAVING AVG(e.{amount.name}) > (SELECT AVG({amount.name}) FROM {event.table}{inner})"
     )
     return question, sql
@@ -1164,7 +1165,7 @@ def _star_having_average(rng: random.Random, s: _Star, db: sqlite3.Connection) -
         f"List the {unit.entity.plural} whose {status} {event.plural} average more than "
         f"{bound} in {amount.phrase}."
     )
-    sql = f"SELECT {_labels(unit, 'u')} {grouped} HAVING AVG(e.{amount.name}) > {bound}"
+    sql = f"SELECT {unit.aliased_label('u')} {grouped} HAVING AVG(e.{amount.name}) > {bound}"
     return question, sql
 
 
