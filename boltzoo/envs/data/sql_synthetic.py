@@ -1041,9 +1041,9 @@ def _star_idle_staff(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tu
         )
     )
     sql = (
-        f"SELECT {staff.aliased_label('st')} FROM {staff.entity.table} st "
-        f"JOIN {unit.entity.table} u "
-        f"ON st.{unit.key} = u.{unit.key} WHERE {named} AND st.{staff.key} NOT IN (SELECT "
+        f"SELECT {staff.aliased_label('st')} FROM {staff.entity.table} st JOIN "
+        f"{unit.entity.table} u ON st.{unit.key} = u.{unit.key} WHERE {named} AND "
+        f"st.{staff.key} NOT IN (SELECT "
         f"{staff.key} FROM {event.table} WHERE strftime('%Y-%m', {found.when.name}) = "
         f"{_q(day[:7])})"
     )
@@ -1120,9 +1120,9 @@ def _star_above_average(
         f"{value.phrase} is above the average {value.phrase} of all {staff.entity.plural}."
     )
     sql = (
-        f"SELECT {staff.aliased_label('st')} FROM {staff.entity.table} st "
-        f"JOIN {unit.entity.table} u "
-        f"ON st.{unit.key} = u.{unit.key} WHERE {named}{hired_sql} AND st.{value.name} > "
+        f"SELECT {staff.aliased_label('st')} FROM {staff.entity.table} st JOIN "
+        f"{unit.entity.table} u ON st.{unit.key} = u.{unit.key} WHERE {named}{hired_sql} AND "
+        f"st.{value.name} > "
         f"(SELECT AVG({value.name}) FROM {staff.entity.table})"
     )
     return question, sql
@@ -1265,7 +1265,7 @@ _TEMPLATES: dict[str, _Kind] = {
     "group_having": _group_having,
 }
 TEMPLATE_KINDS: tuple[str, ...] = tuple(_TEMPLATES)
-_StarKind = Callable[[random.Random, _Star, sqlite3.Connection], "tuple[str, str]"]
+_StarKind = Callable[[random.Random, _Star, sqlite3.Connection], "tuple[str, str] | None"]
 _STAR_TEMPLATES: dict[str, _StarKind] = {
     "star_count": _star_count,
     "star_aggregate": _star_aggregate,
@@ -1276,7 +1276,7 @@ _STAR_TEMPLATES: dict[str, _StarKind] = {
     "star_person_filter": _star_person_filter,
 }
 STAR_KINDS: tuple[str, ...] = tuple(_STAR_TEMPLATES)
-_EXTENDED_TEMPLATES: dict[str, Callable[[random.Random, _Star, sqlite3.Connection], Any]] = {
+_EXTENDED_TEMPLATES: dict[str, _StarKind] = {
     "star_having_status": _star_having_status,
     "star_never": _star_never,
     "star_idle_staff": _star_idle_staff,
