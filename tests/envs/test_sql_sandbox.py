@@ -281,6 +281,46 @@ def test_linear_string_functions_agree_with_sqlite(sandbox, arguments):
         assert [type(v) for v in result.rows[0]] == [type(v) for v in expected[0]], expression
 
 
+@pytest.mark.parametrize(
+    "sql",
+    [
+        # SQLite builds a repeated character one at a time and only then finds it too big
+        # (printf('%.1000000000c', 'x') ran 7.3 s past a 1 s limit): NULL at once instead
+        "SELECT printf('%.1000000000c', 'x')",
+        "SELECT printf('%!.1000000000c', 'x')",
+        "SELECT printf('%.*c', 1000000000, 'x')",
+        "SELECT format('%1000000000d', 1)",
+        "SELECT printf('%.999999c%.999999c', 'a', 'b')",
+    ],
+)
+def test_printf_that_would_outgrow_the_value_limit_is_null_at_once(sandbox, sql):
+    result, elapsed = timed(sandbox, sql)
+    assert result.ok, result.error
+    assert result.rows == ((None,),)
+    assert elapsed < 1.0
+    assert_still_works(sandbox)
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "printf('%5.2f|%-4d|%s|%%|%.3c', 3.14159, 7, 'ab', 'z')",
+        "printf('%.*d|%*s', 4, 7, 6, 'x')",
+        "format('%d apples, %q', 3, 'it''s')",
+        "printf('%.2000000s', 'abc')",  # a string's precision only cuts it
+        "printf('%d')",
+        "printf(NULL)",
+        "printf('%x %o %e', 255, 8, 12345.678)",
+        "length(printf('%.900000c', 'x'))",
+    ],
+)
+def test_printf_agrees_with_sqlite(sandbox, expression):
+    expected = sqlite3.connect(":memory:").execute(f"SELECT {expression}").fetchall()
+    result = sandbox.execute(f"SELECT {expression}")
+    assert result.ok, result.error
+    assert list(result.rows) == expected
+
+
 # --- Ordinary queries ----------------------------------------------------------------------------
 
 

@@ -97,7 +97,16 @@ def find_calls(text: str) -> list[str]:
     Returns:
         list[str]: one (possibly empty) expression per closed tag pair; ``[]`` when there is none.
     """
-    return [match.group(1).strip() for match in CALC_PATTERN.finditer(text)]
+    # str.find, not CALC_PATTERN: the lazy regex rescans the rest of the text from every
+    # unclosed tag (33,333 of them took a minute); this is one pass, with the same matches
+    calls, start = [], 0
+    while (opened := text.find(_OPEN_TAG, start)) >= 0:
+        closed = text.find(_CLOSE_TAG, opened + len(_OPEN_TAG))
+        if closed < 0:
+            break
+        calls.append(text[opened + len(_OPEN_TAG) : closed].strip())
+        start = closed + len(_CLOSE_TAG)
+    return calls
 
 
 def has_unclosed_call(text: str) -> bool:

@@ -390,11 +390,17 @@ def _sqlite_text(value: int | float | str | bytes) -> str:
         return _decode_text(value)
     if isinstance(value, int):
         return str(value)
-    global _text_converter
     with _TEXT_CONVERTER_LOCK:
-        if _text_converter is None:
-            _text_converter = sqlite3.connect(":memory:", check_same_thread=False)
-        return _text_converter.execute("SELECT CAST(? AS TEXT)", (value,)).fetchone()[0]
+        return _converter().execute("SELECT CAST(? AS TEXT)", (value,)).fetchone()[0]
+
+
+def _converter() -> sqlite3.Connection:
+    """Return the process's side connection that runs SQLite's own conversions (call it
+    holding ``_TEXT_CONVERTER_LOCK``)."""
+    global _text_converter
+    if _text_converter is None:
+        _text_converter = sqlite3.connect(":memory:", check_same_thread=False)
+    return _text_converter
 
 
 def _instr(haystack: Any, needle: Any) -> int | None:
@@ -429,14 +435,61 @@ def _trimmer(left: bool, right: bool) -> Any:
     return trim
 
 
-def _install_linear_functions(connection: sqlite3.Connection) -> None:
-    """Override instr(X,Y), replace(X,Y,Z) and the two-argument trims on ``connection``."""
+# printf's width and precision: a flag run, then digits or "*" (taken from the arguments)
+_PRINTF_SPEC = re.compile(r"%[-+ 0#,!]*(\*|\d+)?(?:\.(\*|\d+))?(?:ll|l)?(.)", re.S)
+
+
+def _bounded_printf(limit: int) -> Any:
+    """Return printf(FORMAT, ...) as SQLite's, but NULL at once when a width or precision asks
+    for more than ``limit`` characters (SQLite builds ``printf('%.1000000000c', 'x')`` a
+    character at a time, for seconds, and only then finds it too big: NULL too)."""
+
+    def printf(*arguments: Any) -> Any:
+        if not arguments or arguments[0] is None:
+            return None
+        spec, taken, least = _sqlite_text(arguments[0]), 1, 0
+        for match in _PRINTF_SPEC.finditer(spec):
+            if match.group(3) == "%":
+                continue
+            sizes = []
+            for size in match.group(1), match.group(2):
+                if size == "*":
+                    value = arguments[taken] if taken < len(arguments) else 0
+                    taken += 1
+                    size = abs(int(value)) if isinstance(value, int | float) else 0
+                sizes.append(int(size or 0))
+            width, precision = sizes
+            # the result holds at least every width, and every precision that pads or
+            # repeats (a string's precision only cuts it)
+            least += width + (0 if match.group(3) in "szqQw" else precision)
+            if least > limit:
+                return None
+            taken += 1
+        placeholders = ", ".join("?" * len(arguments))
+        with _TEXT_CONVERTER_LOCK:
+            converter = _converter()
+            converter.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, limit)
+            try:
+                query = f"SELECT printf({placeholders})"
+                return converter.execute(query, arguments).fetchone()[0]
+            finally:
+                converter.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 1_000_000_000)
+
+    return printf
+
+
+def _install_linear_functions(connection: sqlite3.Connection, value_limit: int) -> None:
+    """Override instr(X,Y), replace(X,Y,Z), the two-argument trims and printf/format on
+    ``connection``."""
+    printf = _bounded_printf(value_limit)
     for name, arguments, function in (
         ("instr", 2, _instr),
         ("replace", 3, _replace),
         ("trim", 2, _trimmer(True, True)),
         ("ltrim", 2, _trimmer(True, False)),
         ("rtrim", 2, _trimmer(False, True)),
+        ("printf", -1, printf),
+        ("format", -1, printf),
     ):
         connection.create_function(name, arguments, function, deterministic=True)
 
@@ -759,7 +812,7 @@ class SQLSandbox:
                 connection.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, 4 * self.max_sql_chars + 64)
                 connection.setlimit(sqlite3.SQLITE_LIMIT_LIKE_PATTERN_LENGTH, LIKE_PATTERN_BYTES)
             connection.text_factory = _decode_text
-            _install_linear_functions(connection)
+            _install_linear_functions(connection, self._value_limit())
             for query in _TABLE_FUNCTIONS_TO_PREPARE:
                 try:
                     connection.execute(query).fetchall()
