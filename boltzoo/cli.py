@@ -226,7 +226,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         api_key=args.api_key,
         record_to=args.record_to,
         record_ttl_s=args.record_ttl_s,
-        max_queue=args.max_queue,
+        max_pending=args.max_pending,
         request_timeout_s=args.request_timeout_s,
     ) as gateway:
         print(f"serving {gateway.model_name} at {gateway.base_url} (Ctrl-C stops)", flush=True)
@@ -569,7 +569,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=3600.0,
         help="seconds a call stays readable at GET /sessions/ID (without --record-to)",
     )
-    serve.add_argument("--max-queue", type=int, default=4096, help="beyond it, requests get 503")
+    serve.add_argument(
+        "--max-pending",
+        type=int,
+        default=4096,
+        help="requests waiting or in the model beyond this get 429 (with Retry-After)",
+    )
     serve.add_argument(
         "--request-timeout-s", type=float, default=600.0, help="beyond it, a request gets 504"
     )

@@ -80,6 +80,15 @@ def encode_chat(tokenizer: Any, messages: Sequence[dict[str, Any]]) -> list[int]
     return list(encoded["input_ids"] if hasattr(encoded, "keys") else encoded)
 
 
+def encode_observation(tokenizer: Any, observation: dict[str, Any]) -> list[int]:
+    """Return the prompt token ids of an observation: its ``prompt_token_ids`` when it gives
+    them (a raw prompt, no chat template: the gateway's ``/v1/completions``), else its
+    ``messages`` under the chat template."""
+    if observation.get("prompt_token_ids") is not None:
+        return [int(t) for t in observation["prompt_token_ids"]]
+    return encode_chat(tokenizer, observation["messages"])
+
+
 @runtime_checkable
 class Policy(Protocol):
     """Anything that maps a batch of turns to one action (text or Completion) per turn."""

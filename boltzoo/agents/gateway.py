@@ -36,15 +36,17 @@ ends). Loopback only unless ``host`` says otherwise.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import queue
 import re
+import secrets
 import socket
 import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,6 +79,7 @@ class RecordedCall:
     completion: Completion
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     created: float = field(default_factory=time.time)
+    protocol: str = "chat.completions"  # the API it was asked through (responses, messages...)
 
     def to_dict(self) -> dict[str, Any]:
         """Return the call as plain JSON values (what ``record_to`` and ``GET /sessions``
@@ -90,6 +93,7 @@ class RecordedCall:
             "completion": self.completion.to_dict(),
             "tool_calls": self.tool_calls,
             "created": self.created,
+            "protocol": self.protocol,
         }
 
 
@@ -236,34 +240,82 @@ class ChatCompletionRequest(BaseModel):
     tools: list[dict[str, Any]] | None = None
     stream: bool = False
     stream_options: _StreamOptions | None = None
-    # sampling is the policy's: these are checked, then ignored
-    temperature: float | None = None
-    top_p: float | None = None
-    max_tokens: int | None = None
-    max_completion_tokens: int | None = None
+    # sampling is the policy's: these are checked (OpenAI's ranges), then ignored
+    temperature: float | None = Field(default=None, ge=0, le=2, allow_inf_nan=False)
+    top_p: float | None = Field(default=None, ge=0, le=1, allow_inf_nan=False)
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
     n: int | None = None
     seed: int | None = None
     stop: str | list[str] | None = None
     user: str | None = None
 
 
-def parse_request(raw: bytes) -> ChatCompletionRequest:
-    """Return the validated chat completion request in ``raw`` (JSON bytes); raise a 400
-    :class:`GatewayError` that names the field for anything else."""
+MAX_JSON_DEPTH = 64  # far above any real request; a deeper body is refused before it is walked
+
+
+def _refuse_constant(name: str) -> Any:
+    raise GatewayError(400, f"the request body holds {name}, which is not a JSON number")
+
+
+def parse_body(raw: bytes) -> dict[str, Any]:
+    """Return the JSON object in ``raw``; raise a 400 :class:`GatewayError` for anything else:
+    not JSON, not an object, ``NaN`` or ``Infinity``, nesting deeper than ``MAX_JSON_DEPTH``,
+    or a string that is not valid Unicode (a lone surrogate escape)."""
     try:
-        body = json.loads(raw or b"null")
+        body = json.loads(raw or b"null", parse_constant=_refuse_constant)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise GatewayError(400, f"the request body is not valid JSON: {error}") from None
+    except RecursionError:
+        raise GatewayError(
+            400, f"the request body is nested deeper than {MAX_JSON_DEPTH} levels"
+        ) from None
     if not isinstance(body, dict):
         raise GatewayError(400, "the request body must be a JSON object")
+    # one walk, without recursion: depth, and strings a tokenizer (UTF-8) can take
+    stack: list[tuple[Any, int]] = [(body, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            raise GatewayError(
+                400, f"the request body is nested deeper than {MAX_JSON_DEPTH} levels"
+            )
+        if isinstance(value, dict):
+            items = list(value.keys()) + list(value.values())
+        elif isinstance(value, list):
+            items = value
+        else:
+            items = (value,)
+        for item in items:
+            if isinstance(item, str):
+                try:
+                    item.encode("utf-8")
+                except UnicodeEncodeError:
+                    raise GatewayError(
+                        400, f"the request holds a string that is not valid Unicode: {item!r:.60}"
+                    ) from None
+            elif isinstance(item, dict | list):
+                stack.append((item, depth + 1))
+    return body
+
+
+def validated(model: type[BaseModel], body: dict[str, Any]) -> Any:
+    """Return ``body`` validated as ``model``; raise a 400 :class:`GatewayError` that names the
+    fields that are wrong."""
     try:
-        request = ChatCompletionRequest.model_validate(body)
+        return model.model_validate(body)
     except ValidationError as error:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}"
             for e in error.errors()[:5]
         )
         raise GatewayError(400, f"invalid request: {problems}") from None
+
+
+def parse_request(raw: bytes) -> ChatCompletionRequest:
+    """Return the validated chat completion request in ``raw`` (JSON bytes); raise a 400
+    :class:`GatewayError` that names the field for anything else."""
+    request = validated(ChatCompletionRequest, parse_body(raw))
     if request.n not in (None, 1):
         raise GatewayError(400, f"n={request.n}: this gateway returns one choice (n=1)")
     return request
@@ -279,13 +331,28 @@ class _Pending:
     agent: str | None
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]]
+    protocol: str = "chat.completions"
+    prompt_token_ids: list[int] | None = None  # a prompt given as token ids (no chat template)
+    # the id the client is given for the call (its protocol's form), and the record's
+    call_id: str = field(default_factory=lambda: f"chatcmpl-{uuid.uuid4().hex}")
     stream: Any = None  # (token id, logprob) -> None, called from the batcher's thread
     future: Future = field(default_factory=Future)
+
+    def turn(self) -> Turn:
+        """Return the policy's turn for this request."""
+        observation: dict[str, Any] = {"messages": self.chat}
+        if self.prompt_token_ids is not None:
+            observation["prompt_token_ids"] = self.prompt_token_ids
+        return Turn(agent=self.agent or "agent", observation=observation, stream=self.stream)
 
 
 class _Batcher(threading.Thread):
     """Collects requests for ``wait_s`` after the first, then calls the policy once for all;
-    each answer is recorded (``record``) before its request is told."""
+    each answer is recorded (``record``) before its request is told.
+
+    ``pause()`` holds the batches not yet started (requests wait in the queue) and returns once
+    the batch in flight, if any, has finished; ``resume()`` lets them go (a weight sync between
+    the two never meets a half-sampled call)."""
 
     def __init__(self, policy: Policy, max_batch_size: int, wait_s: float, record: Any):
         super().__init__(daemon=True, name="boltzoo-gateway-batcher")
@@ -293,6 +360,17 @@ class _Batcher(threading.Thread):
         self.record = record
         self.requests: queue.Queue[_Pending | None] = queue.Queue()
         self.batch_sizes: list[int] = []
+        self.open = threading.Event()
+        self.open.set()
+        self.busy = threading.Lock()  # held while a batch is served
+
+    def pause(self) -> None:
+        self.open.clear()
+        with self.busy:  # the batch in flight (if any) finishes first
+            pass
+
+    def resume(self) -> None:
+        self.open.set()
 
     def run(self) -> None:
         while True:
@@ -309,14 +387,16 @@ class _Batcher(threading.Thread):
                     self.requests.put(None)  # stop after this batch
                     break
                 batch.append(item)
-            self._serve(batch)
+            while True:
+                with self.busy:
+                    if self.open.is_set():  # (checked holding busy: pause() waits for us)
+                        self._serve(batch)
+                        break
+                self.open.wait()
 
     def _serve(self, batch: list[_Pending]) -> None:
         self.batch_sizes.append(len(batch))
-        turns = [
-            Turn(agent=p.agent or "agent", observation={"messages": p.chat}, stream=p.stream)
-            for p in batch
-        ]
+        turns = [p.turn() for p in batch]
         try:
             results: list[Any] = list(self.policy.act(turns))
             if len(results) != len(batch):
@@ -403,47 +483,154 @@ class _Records:
 # --- the server ----------------------------------------------------------------------------
 
 
+class _TokenFeed:
+    """The tokens of one pending call as they are sampled (streamed responses of every
+    protocol): text deltas with their token ids and logprobs, then the recorded call.
+
+    A request with tools streams nothing until the end (its text and tool calls are parsed
+    then); a policy that cannot stream sends its whole answer at the end."""
+
+    def __init__(self, gateway: Gateway, pending: _Pending):
+        self.gateway, self.pending = gateway, pending
+        self.loop = asyncio.get_running_loop()
+        self.tokens: asyncio.Queue[tuple[int, float | None] | None] = asyncio.Queue()
+        policy = gateway._policy_of(pending.agent)
+        self.tokenizer = getattr(policy, "tokenizer", None)
+        if self.tokenizer is not None and not pending.tools:
+            pending.stream = lambda t, lp: self.loop.call_soon_threadsafe(
+                self.tokens.put_nowait, (t, lp)
+            )
+        pending.future.add_done_callback(
+            lambda _: self.loop.call_soon_threadsafe(self.tokens.put_nowait, None)
+        )
+        # a stop string is cut from the text at the end: hold back as many characters
+        sampling = getattr(policy, "sampling", None)
+        self.hold = max((len(s) for s in getattr(sampling, "stop", ())), default=0)
+        self.ids: list[int] = []
+        self.sent = ""  # the text sent so far
+
+    async def deltas(self) -> AsyncIterator[tuple[str, list[int], list[float | None]]]:
+        """Yield ``(text delta, token ids, logprobs)`` of at most ``STREAM_CHUNK_TOKENS``
+        tokens each, as they come; raise a 504 :class:`GatewayError` past the timeout."""
+        deadline = self.loop.time() + self.gateway.request_timeout_s
+        while True:
+            try:
+                item = await asyncio.wait_for(
+                    self.tokens.get(), max(0.0, deadline - self.loop.time())
+                )
+            except asyncio.TimeoutError:
+                raise GatewayError(
+                    504, f"no answer within {self.gateway.request_timeout_s:g} s", "timeout"
+                ) from None
+            if item is None:
+                return
+            batch = [item]
+            while len(batch) < STREAM_CHUNK_TOKENS and not self.tokens.empty():
+                follow = self.tokens.get_nowait()
+                if follow is None:
+                    self.tokens.put_nowait(None)
+                    break
+                batch.append(follow)
+            self.ids.extend(t for t, _ in batch)
+            text = self.tokenizer.decode(self.ids, skip_special_tokens=True)
+            ready = text[: len(text) - self.hold] if self.hold else text
+            ready = ready.rstrip("\ufffd")  # a character whose bytes are not all sampled yet
+            delta = ready[len(self.sent) :] if ready.startswith(self.sent) else ""
+            self.sent += delta
+            yield delta, [t for t, _ in batch], [lp for _, lp in batch]
+
+    def call(self) -> RecordedCall:
+        """Return the recorded call once :meth:`deltas` has ended (or raise its error as a
+        :class:`GatewayError`)."""
+        try:
+            return self.pending.future.result()
+        except PromptTooLongError as error:
+            raise GatewayError(400, str(error), "context_length_exceeded") from None
+        except Exception as error:
+            raise GatewayError(
+                500, f"{type(error).__name__}: {error}"[:500], "server_error"
+            ) from None
+
+    def unsent(self, completion: Completion) -> list[int]:
+        """Return the response token ids not streamed yet."""
+        ids = completion.response_token_ids or []
+        return ids[len(self.ids) :]
+
+
+@dataclass
+class _Session:
+    """A session opened by :meth:`Gateway.open_session` (an agent program's rollout)."""
+
+    token: str | None
+    on_request: Any = None  # called with no argument on every request (a sign of life)
+
+
 class Gateway:
     """An OpenAI-compatible server in front of ``policy``, recording every call (a context
     manager: entering starts it, leaving stops it).
 
     Args:
-        policy: any policy; a model backend gives token ids and logprobs (and streams).
+        policy: any policy; a model backend gives token ids and logprobs (and streams). May be
+            None when ``routes`` serve every agent.
         host, port: where to listen (loopback; port 0 picks a free one, bound at once).
+        routes: agent name -> the policy that serves that agent's calls (the name comes from
+            the URL, ``.../agents/{agent}/v1``, or ``X-Boltzoo-Agent``); other calls go to
+            ``policy`` (with ``policy=None`` they get 404).
         model_name: the model id clients send (default: the policy's ``name``).
-        api_key: when given, requests must carry ``Authorization: Bearer <api_key>``.
+        api_key: when given, requests must carry it (``Authorization: Bearer <api_key>`` or
+            ``x-api-key``), except in a session opened with a token of its own.
         max_batch_size, batch_wait_s: batching of concurrent requests.
         max_body_bytes: larger request bodies get 413.
-        max_queue: requests waiting for the policy beyond this get 503.
+        body_timeout_s: a request body not received within this gets 408.
+        max_pending: requests waiting for or in the policy beyond this get 429 (with
+            ``Retry-After``).
         request_timeout_s: a request waiting longer for its answer gets 504.
         record_ttl_s, max_records: how long, and how many, recorded calls are kept (None: no
             limit); a session's calls are handed over by :meth:`pop_calls`.
         record_to: append every call to this JSON-lines file instead of keeping it.
+        require_session: serve only sessions opened by :meth:`open_session` (others get 409):
+            what agent programs get, so that nothing reaches the model for a rollout that
+            has ended.
     """
 
     def __init__(
         self,
-        policy: Policy | Any,
+        policy: Policy | Any = None,
         host: str = "127.0.0.1",
         port: int = 0,
         *,
+        routes: Mapping[str, Policy | Any] | None = None,
         model_name: str | None = None,
         api_key: str | None = None,
         max_batch_size: int = 64,
         batch_wait_s: float = 0.01,
         max_body_bytes: int = 4_000_000,
-        max_queue: int = 4096,
+        body_timeout_s: float = 10.0,
+        max_pending: int = 4096,
         request_timeout_s: float = 600.0,
         record_ttl_s: float | None = 3600.0,
         max_records: int | None = 100_000,
         record_to: str | None = None,
+        require_session: bool = False,
     ):
-        self.policy = as_policy(policy)
-        self.model_name = model_name or getattr(policy, "name", None) or "boltzoo"
+        if policy is None and not routes:
+            raise ValueError("a gateway needs a policy, or routes for the agents it serves")
+        self.routes = {agent: as_policy(p) for agent, p in (routes or {}).items()}
+        self.default_policy = as_policy(policy) if policy is not None else None
+        # the policy whose tokenizer and version label the gateway: the default, else a route's
+        self.policy = (
+            self.default_policy
+            if self.default_policy is not None
+            else next(iter(self.routes.values()))
+        )
+        names = [getattr(p, "name", None) for p in (policy, *self.routes.values()) if p is not None]
+        self.model_name = model_name or next((n for n in names if n), None) or "boltzoo"
         self.api_key = api_key
         self.max_body_bytes = int(max_body_bytes)
-        self.max_queue = int(max_queue)
+        self.body_timeout_s = float(body_timeout_s)
+        self.max_pending = int(max_pending)
         self.request_timeout_s = float(request_timeout_s)
+        self.require_session = bool(require_session)
         # what a copy of this gateway in another process is made with (see __reduce__)
         self._options = dict(
             host=host,
@@ -452,13 +639,24 @@ class Gateway:
             max_batch_size=max_batch_size,
             batch_wait_s=batch_wait_s,
             max_body_bytes=max_body_bytes,
-            max_queue=max_queue,
+            body_timeout_s=body_timeout_s,
+            max_pending=max_pending,
             request_timeout_s=request_timeout_s,
             record_ttl_s=record_ttl_s,
             max_records=max_records,
+            require_session=require_session,
         )
         self._records = _Records(record_ttl_s, max_records, record_to)
-        self._batcher = _Batcher(self.policy, max_batch_size, batch_wait_s, self._record)
+        # one batcher per distinct policy: the agents a policy serves share its batches
+        self._batchers: dict[int, _Batcher] = {}
+        for served in (self.default_policy, *self.routes.values()):
+            if served is not None and id(served) not in self._batchers:
+                self._batchers[id(served)] = _Batcher(
+                    served, max_batch_size, batch_wait_s, self._record
+                )
+        self._sessions: dict[str, _Session] = {}
+        self._pending = 0  # requests submitted and not yet answered
+        self._lock = threading.Lock()
         # Bound now, so that the address is known before the server starts.
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self._socket = socket.socket(family, socket.SOCK_STREAM)
@@ -477,19 +675,23 @@ class Gateway:
         return self._socket.getsockname()[:2]
 
     @property
+    def root_url(self) -> str:
+        """Return ``http://host:port``, the server's root."""
+        host, port = self.address
+        return f"http://{f'[{host}]' if ':' in host else host}:{port}"
+
+    @property
     def base_url(self) -> str:
         """Return the OpenAI base URL of session ``"default"``: ``http://host:port/v1``."""
-        host, port = self.address
-        return f"http://{host}:{port}/v1"
+        return f"{self.root_url}/v1"
 
     def session_url(self, session: str, agent: str | None = None) -> str:
         """Return the base URL whose calls are recorded under ``session`` (and ``agent``)."""
-        host, port = self.address
         agent_part = f"/agents/{agent}" if agent else ""
-        return f"http://{host}:{port}/sessions/{session}{agent_part}/v1"
+        return f"{self.root_url}/sessions/{session}{agent_part}/v1"
 
     def start(self) -> Gateway:
-        """Start serving (uvicorn and the batcher in background threads); return the gateway
+        """Start serving (uvicorn and the batchers in background threads); return the gateway
         once it answers."""
         if self._started:
             return self
@@ -503,7 +705,8 @@ class Gateway:
             backlog=2048,
         )
         self._server = uvicorn.Server(config)
-        self._batcher.start()
+        for batcher in self._batchers.values():
+            batcher.start()
         self._thread = threading.Thread(
             target=self._server.run,
             kwargs={"sockets": [self._socket]},
@@ -526,8 +729,10 @@ class Gateway:
         if self._started:
             self._server.should_exit = True
             self._thread.join(timeout=60)
-            self._batcher.requests.put(None)
-            self._batcher.join(timeout=10)
+            for batcher in self._batchers.values():
+                batcher.resume()
+                batcher.requests.put(None)
+                batcher.join(timeout=10)
             self._started = False
         self._socket.close()
         self._records.close()
@@ -540,10 +745,41 @@ class Gateway:
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         # Shipped to another process (a Ray rollout worker), a gateway comes back serving the
-        # copy of its policy there, started, on a free port: framework agents pickled with it
-        # call the worker's model. Pickled together with that policy, the copy is the same
-        # object the worker's other references hold (weights loaded there reach the gateway).
-        return (_serving_gateway, (self.policy, self._options))
+        # copy of its policies there, started, on a free port: framework agents pickled with it
+        # call the worker's model. Pickled together with those policies, the copies are the
+        # same objects the worker's other references hold (weights loaded there reach the
+        # gateway).
+        return (_serving_gateway, (self.default_policy, self.routes, self._options))
+
+    # --- sessions and weight syncs ---------------------------------------------------------
+
+    def open_session(self, session: str, token: str | None = None, on_request: Any = None) -> None:
+        """Serve ``session`` (with ``require_session``, only opened sessions are served):
+        requests to it must carry ``token`` as their API key when one is given (the gateway's
+        own ``api_key`` is then not needed); ``on_request()`` is called on each of them."""
+        with self._lock:
+            self._sessions[session] = _Session(token, on_request)
+
+    def close_session(self, session: str) -> list[RecordedCall]:
+        """Stop serving ``session`` (later requests get 409, as any unopened session's with
+        ``require_session``); return and forget its recorded calls."""
+        with self._lock:
+            self._sessions.pop(session, None)
+        return self.pop_calls(session)
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Within the block, no new call reaches a policy (new requests wait; they are not
+        refused) and none is in flight: the block may change the weights (a learner's sync),
+        and every call after it is sampled by the new ones."""
+        batchers = list(self._batchers.values())
+        try:
+            for batcher in batchers:
+                batcher.pause()
+            yield
+        finally:
+            for batcher in batchers:
+                batcher.resume()
 
     # --- records ---------------------------------------------------------------------------
 
@@ -562,8 +798,9 @@ class Gateway:
 
     @property
     def batch_sizes(self) -> list[int]:
-        """Return how many requests each policy call served so far, in order."""
-        return list(self._batcher.batch_sizes)
+        """Return how many requests each policy call served so far, in order (of every
+        policy's batches together)."""
+        return [n for b in self._batchers.values() for n in b.batch_sizes]
 
     @property
     def mean_batch_size(self) -> float:
@@ -577,40 +814,103 @@ class Gateway:
         completion = result if isinstance(result, Completion) else Completion(text=str(result))
         tool_calls = parse_tool_calls(completion.text)[1] if pending.tools else []
         call = RecordedCall(
-            call_id=f"chatcmpl-{uuid.uuid4().hex}",
+            call_id=pending.call_id,
             session=pending.session,
             agent=pending.agent,
             messages=pending.messages,
             tools=pending.tools,
             completion=completion,
             tool_calls=tool_calls,
+            protocol=pending.protocol,
         )
         self._records.add(call)
         return call
 
-    def _submit(self, request: Any, session: str, agent: str | None) -> _Pending:
-        if self._closing:
-            raise GatewayError(503, "the gateway is shutting down", "service_unavailable")
-        if request.model is not None and request.model != self.model_name:
+    def _policy_of(self, agent: str | None) -> Policy:
+        """Return the policy that serves ``agent``'s calls (404 when none does)."""
+        if agent is not None and agent in self.routes:
+            return self.routes[agent]
+        if self.default_policy is None:
             raise GatewayError(
                 404,
-                f"unknown model {request.model[:80]!r}; this gateway serves {self.model_name!r}",
+                f"no model serves agent {agent!r} here; the agents are {sorted(self.routes)} "
+                f"(name one in the URL: .../agents/NAME/v1)",
+                "agent_not_found",
+            )
+        return self.default_policy
+
+    def _admit(self, request: Request, session: str | None, agent: str | None) -> tuple[str, Any]:
+        """Check who may ask (the API key, the session) and return ``(session, agent)``."""
+        session = session or request.headers.get("x-boltzoo-session") or DEFAULT_SESSION
+        agent = agent or request.headers.get("x-boltzoo-agent")
+        key = _api_key(request)
+        opened = self._sessions.get(session)
+        if opened is None and self.require_session:
+            raise GatewayError(
+                409, f"session {session[:80]!r} is not open (its rollout has ended?)", "conflict"
+            )
+        if opened is not None and opened.token is not None:
+            if not (_same_key(key, opened.token) or _same_key(key, self.api_key)):
+                raise GatewayError(401, "a valid API key is needed for this session", "auth")
+        elif self.api_key is not None and not _same_key(key, self.api_key):
+            raise GatewayError(
+                401, "a valid API key is needed (Authorization: Bearer ... or x-api-key)", "auth"
+            )
+        if opened is not None and opened.on_request is not None:
+            opened.on_request()
+        return session, agent
+
+    def _submit(self, pending: _Pending, model: str | None) -> _Pending:
+        """Check ``pending`` may be served now (the model it names, the load) and count it."""
+        if self._closing:
+            raise GatewayError(503, "the gateway is shutting down", "service_unavailable")
+        if model is not None and model != self.model_name:
+            raise GatewayError(
+                404,
+                f"unknown model {model[:80]!r}; this gateway serves {self.model_name!r}",
                 "model_not_found",
             )
-        if self._batcher.requests.qsize() >= self.max_queue:
-            raise GatewayError(
-                503, f"the queue is full ({self.max_queue} requests waiting)", "queue_full"
-            )
-        messages = [m.model_dump(exclude_none=True) for m in request.messages]
-        tools = list(request.tools or [])
+        self._policy_of(pending.agent)  # 404 for an agent nobody serves
+        with self._lock:
+            if self._pending >= self.max_pending:
+                raise GatewayError(
+                    429,
+                    f"{self._pending} requests are pending (max_pending={self.max_pending}); "
+                    "retry after a second",
+                    "rate_limit_exceeded",
+                )
+            self._pending += 1
+        pending.future.add_done_callback(self._done)
+        return pending
+
+    def _done(self, _: Future) -> None:
+        with self._lock:
+            self._pending -= 1
+
+    def _enqueue(self, pending: _Pending) -> None:
+        self._batchers[id(self._policy_of(pending.agent))].requests.put(pending)
+
+    def _new_request(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        session: str,
+        agent: str | None,
+        model: str | None,
+        protocol: str = "chat.completions",
+        prefix: str = "chatcmpl-",
+    ) -> _Pending:
+        """Return a submitted request for the chat ``messages`` with OpenAI ``tools``."""
         pending = _Pending(
             chat=to_model_chat(messages, tools),
             session=session,
             agent=agent,
             messages=messages,
             tools=tools,
+            protocol=protocol,
+            call_id=f"{prefix}{uuid.uuid4().hex}",
         )
-        return pending
+        return self._submit(pending, model)
 
     async def _answer(self, pending: _Pending) -> RecordedCall:
         """Wait for ``pending``'s call (504 past the timeout; the call is recorded anyway)."""
@@ -628,6 +928,14 @@ class Gateway:
             raise GatewayError(
                 500, f"{type(error).__name__}: {error}"[:500], "server_error"
             ) from None
+
+    def _token_logprobs(
+        self, token_ids: Sequence[int] | None, logprobs: Sequence[float | None] | None
+    ) -> list[dict[str, Any]]:
+        """Return OpenAI's per-token logprob entries (empty when the policy gave none)."""
+        if token_ids is None or logprobs is None or any(lp is None for lp in logprobs):
+            return []
+        return self._logprobs(token_ids, logprobs)["content"]
 
     def _logprobs(self, token_ids: Sequence[int], logprobs: Sequence[float]) -> dict[str, Any]:
         tokenizer = getattr(self.policy, "tokenizer", None)
@@ -690,19 +998,14 @@ class Gateway:
 
     # --- streaming -------------------------------------------------------------------------
 
-    async def _stream(self, pending: _Pending, include_usage: bool) -> AsyncIterator[bytes]:
-        """Yield the server-sent events of ``pending``'s call as its tokens are sampled."""
-        loop = asyncio.get_running_loop()
-        tokens: asyncio.Queue[tuple[int, float | None] | None] = asyncio.Queue()
-        tokenizer = getattr(self.policy, "tokenizer", None)
-        if tokenizer is not None and not pending.tools:
-            pending.stream = lambda t, lp: loop.call_soon_threadsafe(tokens.put_nowait, (t, lp))
-        pending.future.add_done_callback(
-            lambda _: loop.call_soon_threadsafe(tokens.put_nowait, None)
-        )
-        # a stop string is cut from the text at the end: hold back as many characters
-        sampling = getattr(self.policy, "sampling", None)
-        hold = max((len(s) for s in getattr(sampling, "stop", ())), default=0)
+    def _feed(self, pending: _Pending) -> _TokenFeed:
+        """Return the feed of ``pending``'s tokens as they are sampled; queue the request."""
+        feed = _TokenFeed(self, pending)
+        self._enqueue(pending)
+        return feed
+
+    async def _chat_stream(self, feed: _TokenFeed, include_usage: bool) -> AsyncIterator[bytes]:
+        """Yield the chat completion chunks (server-sent events) of ``feed``'s call."""
         chunk_id, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
 
         def event(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
@@ -715,59 +1018,29 @@ class Gateway:
             }
             return f"data: {json.dumps(chunk)}\n\n".encode()
 
-        self._batcher.requests.put(pending)
         yield event({"role": "assistant", "content": ""})
-        ids: list[int] = []
-        sent = ""
-        deadline = loop.time() + self.request_timeout_s
-        while True:
-            try:
-                item = await asyncio.wait_for(tokens.get(), max(0.0, deadline - loop.time()))
-            except asyncio.TimeoutError:
-                yield _sse_error(504, f"no answer within {self.request_timeout_s:g} s", "timeout")
-                return
-            if item is None:
-                break
-            batch = [item]
-            while len(batch) < STREAM_CHUNK_TOKENS and not tokens.empty():
-                follow = tokens.get_nowait()
-                if follow is None:
-                    tokens.put_nowait(None)
-                    break
-                batch.append(follow)
-            ids.extend(t for t, _ in batch)
-            text = tokenizer.decode(ids, skip_special_tokens=True)
-            ready = text[: len(text) - hold] if hold else text
-            ready = ready.rstrip("\ufffd")  # a character whose bytes are not all sampled yet
-            delta = ready[len(sent) :] if ready.startswith(sent) else ""
-            sent += delta
-            logprobs = [lp for _, lp in batch]
-            extra: dict[str, Any] = {"token_ids": [t for t, _ in batch]}
-            if all(lp is not None for lp in logprobs):
-                extra["logprobs"] = self._logprobs(extra["token_ids"], logprobs)
-            yield event({"content": delta}, **extra)
         try:
-            call = pending.future.result()
-        except PromptTooLongError as error:
-            yield _sse_error(400, str(error), "context_length_exceeded")
-            return
-        except Exception as error:
-            yield _sse_error(500, f"{type(error).__name__}: {error}"[:500], "server_error")
+            async for delta, ids, logprobs in feed.deltas():
+                extra: dict[str, Any] = {"token_ids": ids}
+                if all(lp is not None for lp in logprobs):
+                    extra["logprobs"] = self._logprobs(ids, logprobs)
+                yield event({"content": delta}, **extra)
+            call = feed.call()
+        except GatewayError as error:
+            yield _sse_error(error.status, str(error), error.kind)
             return
         message, finish = self._message(call)
         delta: dict[str, Any] = {}
         content = message.get("content") or ""
-        if content.startswith(sent):
-            if content[len(sent) :]:
-                delta["content"] = content[len(sent) :]
+        if content.startswith(feed.sent) and content[len(feed.sent) :]:
+            delta["content"] = content[len(feed.sent) :]
         if call.tool_calls:
             delta["tool_calls"] = [dict(c, index=i) for i, c in enumerate(call.tool_calls)]
         completion = call.completion
-        unsent = completion.response_token_ids[len(ids) :] if completion.response_token_ids else []
         yield event(
             delta,
             finish,
-            token_ids=unsent,
+            token_ids=feed.unsent(completion),
             prompt_token_ids=completion.prompt_token_ids,
         )
         if include_usage:
@@ -784,12 +1057,47 @@ class Gateway:
 
     # --- the HTTP app ----------------------------------------------------------------------
 
+    async def _body(self, request: Request) -> bytes:
+        """Return a request's body: 413 over ``max_body_bytes``, 408 when it has not all come
+        within ``body_timeout_s`` (a client that sends it slowly holds nothing for long)."""
+        length = request.headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
+            raise GatewayError(
+                413,
+                f"the request body has {length} bytes, over the limit of {self.max_body_bytes}",
+                "request_too_large",
+            )
+
+        async def read() -> bytes:
+            chunks, size = [], 0
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > self.max_body_bytes:
+                    raise GatewayError(
+                        413,
+                        f"the request body is over the limit of {self.max_body_bytes} bytes",
+                        "request_too_large",
+                    )
+                chunks.append(chunk)
+            return b"".join(chunks)
+
+        try:
+            return await asyncio.wait_for(read(), self.body_timeout_s)
+        except asyncio.TimeoutError:
+            raise GatewayError(
+                408, f"the request body did not arrive within {self.body_timeout_s:g} s", "timeout"
+            ) from None
+
     def _app(self) -> Any:
+        from boltzoo.agents import protocols
+
         app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
 
         def error(status: int, message: str, kind: str) -> JSONResponse:
             return JSONResponse(
-                {"error": {"message": message, "type": kind, "code": status}}, status_code=status
+                {"error": {"message": message, "type": kind, "code": status}},
+                status_code=status,
+                headers=_retry_headers(status),
             )
 
         @app.exception_handler(GatewayError)
@@ -813,74 +1121,138 @@ class Gateway:
             # never a crash: the client gets a 500 with the reason
             return error(500, f"{type(exc).__name__}: {exc}"[:500], "server_error")
 
-        def authorize(request: Request) -> None:
-            if self.api_key is None:
-                return
-            if request.headers.get("authorization", "") != f"Bearer {self.api_key}":
-                raise GatewayError(
-                    401, "a valid API key is needed (Authorization: Bearer ...)", "auth"
-                )
-
-        async def body_of(request: Request) -> bytes:
-            length = request.headers.get("content-length")
-            if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
-                raise GatewayError(
-                    413,
-                    f"the request body has {length} bytes, over the limit of {self.max_body_bytes}",
-                    "request_too_large",
-                )
-            chunks, size = [], 0
-            async for chunk in request.stream():
-                size += len(chunk)
-                if size > self.max_body_bytes:
-                    raise GatewayError(
-                        413,
-                        f"the request body is over the limit of {self.max_body_bytes} bytes",
-                        "request_too_large",
-                    )
-                chunks.append(chunk)
-            return b"".join(chunks)
+        def administer(request: Request) -> None:
+            """Reading and handing over records needs the gateway's own key, when it has one."""
+            if self.api_key is not None and not _same_key(_api_key(request), self.api_key):
+                raise GatewayError(401, "a valid API key is needed", "auth")
 
         @app.get("/health")
         @app.get("/healthz")
         async def health() -> dict[str, Any]:
             return {"status": "ok", "model": self.model_name}
 
-        async def models(request: Request) -> dict[str, Any]:
-            authorize(request)
+        async def models(
+            request: Request, session: str | None = None, agent: str | None = None
+        ) -> dict[str, Any]:
+            self._admit(request, session, agent)
             return {
                 "object": "list",
                 "data": [{"id": self.model_name, "object": "model", "owned_by": "boltzoo"}],
             }
 
+        def streamed(events: AsyncIterator[bytes]) -> StreamingResponse:
+            return StreamingResponse(events, media_type="text/event-stream")
+
         async def chat(
             request: Request, session: str | None = None, agent: str | None = None
         ) -> Any:
-            authorize(request)
-            parsed = parse_request(await body_of(request))
-            session = session or request.headers.get("x-boltzoo-session") or DEFAULT_SESSION
-            agent = agent or request.headers.get("x-boltzoo-agent")
-            pending = self._submit(parsed, session, agent)
+            session, agent = self._admit(request, session, agent)
+            parsed = parse_request(await self._body(request))
+            messages = [m.model_dump(exclude_none=True) for m in parsed.messages]
+            pending = self._new_request(
+                messages, list(parsed.tools or []), session, agent, parsed.model
+            )
             if parsed.stream:
                 include_usage = bool(parsed.stream_options and parsed.stream_options.include_usage)
-                return StreamingResponse(
-                    self._stream(pending, include_usage), media_type="text/event-stream"
-                )
-            self._batcher.requests.put(pending)
+                return streamed(self._chat_stream(self._feed(pending), include_usage))
+            self._enqueue(pending)
             return self._response(await self._answer(pending))
+
+        async def responses(
+            request: Request, session: str | None = None, agent: str | None = None
+        ) -> Any:
+            session, agent = self._admit(request, session, agent)
+            parsed = validated(protocols.ResponsesRequest, parse_body(await self._body(request)))
+            messages, tools = protocols.responses_chat(parsed)
+            pending = self._new_request(
+                messages, tools, session, agent, parsed.model, "responses", "resp_"
+            )
+            if parsed.stream:
+                return streamed(
+                    protocols.responses_events(
+                        self._feed(pending), self.model_name, self._token_logprobs
+                    )
+                )
+            self._enqueue(pending)
+            call = await self._answer(pending)
+            return protocols.responses_body(call, self.model_name, self._token_logprobs)
+
+        async def messages(
+            request: Request, session: str | None = None, agent: str | None = None
+        ) -> Any:
+            try:  # Anthropic clients read errors in Anthropic's shape
+                session, agent = self._admit(request, session, agent)
+                body = parse_body(await self._body(request))
+                parsed = validated(protocols.MessagesRequest, body)
+                chat, tools = protocols.messages_chat(parsed)
+                pending = self._new_request(
+                    chat, tools, session, agent, parsed.model, "messages", "msg_"
+                )
+                if parsed.stream:
+                    return streamed(protocols.messages_events(self._feed(pending), self.model_name))
+                self._enqueue(pending)
+                return protocols.messages_body(await self._answer(pending), self.model_name)
+            except GatewayError as refused:
+                body = protocols.anthropic_error(refused.status, str(refused))
+                return JSONResponse(
+                    body, status_code=refused.status, headers=_retry_headers(refused.status)
+                )
+
+        async def completions(
+            request: Request, session: str | None = None, agent: str | None = None
+        ) -> Any:
+            session, agent = self._admit(request, session, agent)
+            parsed = validated(protocols.CompletionRequest, parse_body(await self._body(request)))
+            policy = self._policy_of(agent)
+            if not getattr(policy, "accepts_prompt_ids", False):
+                raise GatewayError(400, "this model takes chat requests only (no raw prompts)")
+            prompts = protocols.completion_prompts(parsed, getattr(policy, "tokenizer", None))
+            if parsed.stream and len(prompts) > 1:
+                raise GatewayError(400, "stream one prompt at a time")
+            pendings = []
+            for text, ids in prompts:
+                pending = _Pending(
+                    chat=[{"role": "user", "content": text}],
+                    session=session,
+                    agent=agent,
+                    messages=[{"role": "user", "content": text}],
+                    tools=[],
+                    protocol="completions",
+                    prompt_token_ids=ids,
+                    call_id=f"cmpl-{uuid.uuid4().hex}",
+                )
+                pendings.append(self._submit(pending, parsed.model))
+            if parsed.stream:
+                options = parsed.stream_options or {}
+                return streamed(
+                    protocols.completions_events(
+                        self._feed(pendings[0]),
+                        self.model_name,
+                        bool(options.get("include_usage")),
+                    )
+                )
+            for pending in pendings:
+                self._enqueue(pending)
+            calls = [await self._answer(pending) for pending in pendings]
+            return protocols.completions_body(
+                calls, self.model_name, policy.tokenizer, parsed.logprobs is not None
+            )
 
         for prefix in ("", "/sessions/{session}", "/sessions/{session}/agents/{agent}"):
             app.add_api_route(f"{prefix}/v1/models", models, methods=["GET"])
             app.add_api_route(f"{prefix}/v1/chat/completions", chat, methods=["POST"])
+            app.add_api_route(f"{prefix}/v1/responses", responses, methods=["POST"])
+            app.add_api_route(f"{prefix}/v1/messages", messages, methods=["POST"])
+            app.add_api_route(f"{prefix}/v1/completions", completions, methods=["POST"])
 
         @app.get("/sessions/{session}")
         async def session_calls(request: Request, session: str) -> dict[str, Any]:
-            authorize(request)
+            administer(request)
             return {"session": session, "calls": [c.to_dict() for c in self.calls(session)]}
 
         @app.delete("/sessions/{session}")
         async def hand_over(request: Request, session: str) -> dict[str, Any]:
-            authorize(request)
+            administer(request)
             return {"session": session, "calls": [c.to_dict() for c in self.pop_calls(session)]}
 
         return app
@@ -891,5 +1263,35 @@ def _sse_error(status: int, message: str, kind: str) -> bytes:
     return f"data: {json.dumps(payload)}\n\ndata: [DONE]\n\n".encode()
 
 
-def _serving_gateway(policy: Policy, options: dict[str, Any]) -> Gateway:
-    return Gateway(policy, **options).start()
+def _retry_headers(status: int) -> dict[str, str] | None:
+    """Return what tells the OpenAI and Anthropic SDKs whether to retry a refused request: a
+    client told to slow down comes back in a second; a timed-out or failed call (recorded all
+    the same) and a rollout that has ended are not worth a retry (the SDKs would retry 409, 500
+    and 504 twice by default, recording the call again)."""
+    if status in (429, 503):
+        return {"Retry-After": "1"}
+    if status in (409, 500, 504):
+        return {"x-should-retry": "false"}
+    return None
+
+
+def _same_key(given: str | None, expected: str | None) -> bool:
+    """Return whether ``given`` is the key ``expected`` (never when either is missing)."""
+    if given is None or expected is None:
+        return False
+    return secrets.compare_digest(given.encode(), expected.encode())
+
+
+def _api_key(request: Request) -> str | None:
+    """Return the API key a request carries: OpenAI's ``Authorization: Bearer``, or
+    Anthropic's (and Azure's) ``x-api-key`` / ``api-key``."""
+    authorization = request.headers.get("authorization", "")
+    if authorization.startswith("Bearer "):
+        return authorization[len("Bearer ") :]
+    return request.headers.get("x-api-key") or request.headers.get("api-key")
+
+
+def _serving_gateway(
+    policy: Policy | None, routes: dict[str, Policy], options: dict[str, Any]
+) -> Gateway:
+    return Gateway(policy, routes=routes, **options).start()

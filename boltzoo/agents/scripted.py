@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from boltzoo.agents.base import Turn, encode_chat
+from boltzoo.agents.base import Turn, encode_observation
 from boltzoo.episode import Completion
 
 
@@ -61,6 +61,8 @@ class ScriptedPolicy:
         name: recorded as the Completion's model.
     """
 
+    accepts_prompt_ids = True  # observations may give a raw prompt (see encode_observation)
+
     def __init__(
         self,
         responses: Sequence[str] | Callable[[Turn], str],
@@ -90,7 +92,7 @@ class ScriptedPolicy:
             text = self._text(turn)
             prompt_ids = response_ids = None
             if self.tokenizer is not None:
-                prompt_ids = encode_chat(self.tokenizer, turn.observation["messages"])
+                prompt_ids = encode_observation(self.tokenizer, turn.observation)
                 response_ids = self.tokenizer.encode(text, add_special_tokens=False)
                 if self.tokenizer.eos_token_id is not None:
                     response_ids.append(self.tokenizer.eos_token_id)

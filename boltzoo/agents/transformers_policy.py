@@ -28,9 +28,9 @@ from typing import Any
 
 import torch
 
-from boltzoo.agents.base import SamplingParams, Turn, encode_chat
+from boltzoo.agents.base import SamplingParams, Turn, encode_chat, encode_observation
 from boltzoo.episode import Completion
-from boltzoo.errors import PromptTooLongError
+from boltzoo.errors import PromptTooLongError, shorten
 
 # One lock per model: policies sharing a peft model (one adapter each, or the base with the
 # adapters off) may sample from several threads (a gateway each), and selecting an adapter is a
@@ -153,11 +153,14 @@ class TransformersPolicy:
 
     # --- the Policy protocol ---------------------------------------------------------------
 
+    accepts_prompt_ids = True  # observations may give a raw prompt (see encode_observation)
+
     def act(self, turns: Sequence[Turn]) -> list[Completion]:
         """Return one Completion per turn, all sampled together in batches."""
-        return self.generate(
-            [turn.observation["messages"] for turn in turns], [turn.stream for turn in turns]
-        )
+        prompts = [
+            self._checked(encode_observation(self.tokenizer, turn.observation)) for turn in turns
+        ]
+        return self.generate_from_ids(prompts, [turn.stream for turn in turns])
 
     def generate(
         self,
@@ -166,17 +169,21 @@ class TransformersPolicy:
     ) -> list[Completion]:
         """Return a Completion for each chat (a list of role/content messages); ``streams[i]``,
         when given, is called with each token id and logprob of chat ``i`` as it is sampled."""
-        prompts = []
-        for chat in chats:
-            ids = self.encode_chat(chat)
-            if len(ids) > self.max_prompt_tokens:
-                raise PromptTooLongError(
-                    f"the prompt has {len(ids)} tokens, over this policy's max_prompt_tokens="
-                    f"{self.max_prompt_tokens}; shorten the observation (fewer schema rows, fewer "
-                    f"passages) or raise the limit"
-                )
-            prompts.append(ids)
+        prompts = [self._checked(self.encode_chat(chat)) for chat in chats]
         return self.generate_from_ids(prompts, streams)
+
+    def _checked(self, ids: list[int]) -> list[int]:
+        """Return ``ids``, a prompt, if it is within ``max_prompt_tokens`` and the vocabulary."""
+        if len(ids) > self.max_prompt_tokens:
+            raise PromptTooLongError(
+                f"the prompt has {len(ids)} tokens, over this policy's max_prompt_tokens="
+                f"{self.max_prompt_tokens}; shorten the observation (fewer schema rows, fewer "
+                f"passages) or raise the limit"
+            )
+        vocabulary = self.model.get_input_embeddings().num_embeddings
+        if ids and not 0 <= min(ids) <= max(ids) < vocabulary:
+            raise ValueError(f"prompt token ids must be in [0, {vocabulary}): {shorten(ids)}")
+        return ids
 
     def generate_from_ids(
         self,

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from boltzoo.agents.base import SamplingParams, Turn, encode_chat
+from boltzoo.agents.base import SamplingParams, Turn, encode_chat, encode_observation
 from boltzoo.episode import Completion
 from boltzoo.errors import MissingDependencyError
 
@@ -88,14 +88,22 @@ class VLLMPolicy:
         """Return the prompt token ids of ``messages`` under the model's chat template."""
         return encode_chat(self.tokenizer, messages)
 
+    accepts_prompt_ids = True  # observations may give a raw prompt (see encode_observation)
+
     def act(self, turns: Sequence[Turn]) -> list[Completion]:
         """Return one Completion per turn, sampled by the engine as one batch."""
-        return self.generate([turn.observation["messages"] for turn in turns])
+        return self.generate_from_ids(
+            [encode_observation(self.tokenizer, turn.observation) for turn in turns]
+        )
 
     def generate(self, chats: Sequence[Sequence[dict[str, Any]]]) -> list[Completion]:
         """Return a Completion for each chat."""
+        return self.generate_from_ids([self.encode_chat(chat) for chat in chats])
+
+    def generate_from_ids(self, prompts: Sequence[Sequence[int]]) -> list[Completion]:
+        """Return a Completion for each prompt given as token ids (no chat template)."""
         vllm = _import_vllm()
-        prompts = [self.encode_chat(chat) for chat in chats]
+        prompts = [list(p) for p in prompts]
         params = vllm.SamplingParams(
             max_tokens=self.sampling.max_new_tokens,
             temperature=self.sampling.temperature,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
 import threading
 import time
 import urllib.error
@@ -393,10 +394,10 @@ class BlockingPolicy:
         return self.inner.act(turns)
 
 
-def test_queue_full_timeout_and_policy_errors_get_503_504_and_500(smollm2_tokenizer):
+def test_too_many_pending_timeout_and_policy_errors_get_429_504_and_500(smollm2_tokenizer):
     policy = BlockingPolicy(smollm2_tokenizer)
     message = {"messages": [{"role": "user", "content": "abc"}]}
-    with Gateway(policy, max_queue=1, request_timeout_s=1.0, batch_wait_s=0.0) as gateway:
+    with Gateway(policy, max_pending=2, request_timeout_s=1.0, batch_wait_s=0.0) as gateway:
         url = gateway.base_url + "/chat/completions"
         results = {}
         first = threading.Thread(target=lambda: results.update(first=post(url, message)))
@@ -404,9 +405,14 @@ def test_queue_full_timeout_and_policy_errors_get_503_504_and_500(smollm2_tokeni
         time.sleep(0.5)  # the first request is in the policy, blocked
         second = threading.Thread(target=lambda: results.update(second=post(url, message)))
         second.start()
-        time.sleep(0.5)  # the second waits in the queue: it is full
-        code, answer = post(url, message)
-        assert code == 503 and answer["error"]["type"] == "queue_full"
+        time.sleep(0.5)  # the second waits in the queue: two are pending, the most allowed
+        request = urllib.request.Request(
+            url, json.dumps(message).encode(), {"Content-Type": "application/json"}
+        )
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=30)
+        assert refused.value.code == 429 and refused.value.headers["Retry-After"] == "1"
+        assert json.loads(refused.value.read())["error"]["type"] == "rate_limit_exceeded"
         first.join()
         second.join()
         # past request_timeout_s: 504, and the call is recorded once it is answered
@@ -548,3 +554,157 @@ def test_the_openai_compatible_policy_retries_a_busy_server_and_not_a_bad_reques
     finally:
         server.shutdown()
         server.server_close()
+
+
+# --- requests from strangers: every malformed one a 4xx, the server serving throughout ------
+
+
+def post_raw(gateway, raw):
+    """POST raw bytes to the chat route; return (status, parsed body)."""
+    return post(gateway.base_url + "/chat/completions", None, raw=raw)
+
+
+@pytest.mark.parametrize(
+    "raw, words",
+    [
+        (b'{"max_tokens": 0, "messages": [{"role": "user", "content": "x"}]}', "max_tokens"),
+        (b'{"max_tokens": -5, "messages": [{"role": "user", "content": "x"}]}', "max_tokens"),
+        (b'{"temperature": -3, "messages": [{"role": "user", "content": "x"}]}', "temperature"),
+        (b'{"temperature": NaN, "messages": [{"role": "user", "content": "x"}]}', "NaN"),
+        (b'{"top_p": Infinity, "messages": [{"role": "user", "content": "x"}]}', "Infinity"),
+        (b'{"top_p": 1.5, "messages": [{"role": "user", "content": "x"}]}', "top_p"),
+        (b'{"messages": [{"role": "user", "content": "a \\ud800 b"}]}', "not valid Unicode"),
+        (b'{"messages": [{"role": "user", "content": "x"}], "\\udfff": 1}', "not valid Unicode"),
+        (
+            b'{"messages": [{"role": "user", "content": ' + b"[" * 50_000 + b"]" * 50_000 + b"}]}",
+            "nested deeper",
+        ),
+        (b'{"tools": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested deeper"),
+        (b'{"unknown": ' + b'{"a":' * 70 + b"1" + b"}" * 70 + b"}", "nested deeper"),
+    ],
+    ids=[
+        "max_tokens 0",
+        "max_tokens -5",
+        "temperature -3",
+        "temperature NaN",
+        "top_p inf",
+        "top_p 1.5",
+        "lone surrogate",
+        "surrogate key",
+        "50k levels in content",
+        "100k levels in tools",
+        "70 levels in an unknown field",
+    ],
+)
+def test_malformed_requests_get_400_and_the_server_serves_on(smollm2_tokenizer, raw, words):
+    with Gateway(echo_policy(smollm2_tokenizer)) as gateway:
+        code, answer = post_raw(gateway, raw)
+        assert code == 400 and words in answer["error"]["message"], answer
+        ok, body = post(
+            gateway.base_url + "/chat/completions",
+            {"messages": [{"role": "user", "content": "still alive"}]},
+        )
+        assert ok == 200 and body["choices"][0]["message"]["content"] == "evila llits"
+        assert len(gateway.calls()) == 1  # only the good one
+
+
+def test_a_body_sent_slowly_gets_408_while_other_requests_are_served(smollm2_tokenizer):
+    with Gateway(echo_policy(smollm2_tokenizer), body_timeout_s=0.5) as gateway:
+        host, port = gateway.address
+        slow = [socket.create_connection((host, port)) for _ in range(20)]
+        for connection in slow:  # a promised body of 1,000 bytes that never comes
+            connection.sendall(
+                b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"
+            )
+        started = time.monotonic()
+        code, _ = post(
+            gateway.base_url + "/chat/completions",
+            {"messages": [{"role": "user", "content": "abc"}]},
+        )
+        assert code == 200
+        for connection in slow:
+            connection.settimeout(5)
+            status_line = connection.recv(200).split(b"\r\n")[0]
+            assert b" 408 " in status_line, status_line
+            connection.close()
+        assert time.monotonic() - started < 5
+    assert len(gateway.calls()) == 1
+
+
+def test_routes_send_each_agent_to_its_own_policy(smollm2_tokenizer):
+    shout = ScriptedPolicy(
+        lambda t: t.observation["messages"][-1]["content"].upper(), smollm2_tokenizer, name="shout"
+    )
+    echo = echo_policy(smollm2_tokenizer)
+    message = {"messages": [{"role": "user", "content": "abc"}]}
+    with Gateway(routes={"writer": echo, "checker": shout}, model_name="m") as gateway:
+        url = gateway.session_url("s", "writer") + "/chat/completions"
+        assert post(url, message)[1]["choices"][0]["message"]["content"] == "cba"
+        url = gateway.session_url("s", "checker") + "/chat/completions"
+        assert post(url, message)[1]["choices"][0]["message"]["content"] == "ABC"
+        code, answer = post(gateway.session_url("s", "rewriter") + "/chat/completions", message)
+        assert code == 404 and "checker" in answer["error"]["message"]
+        code, _ = post(gateway.session_url("s") + "/chat/completions", message)
+        assert code == 404
+        assert [c.agent for c in gateway.calls("s")] == ["writer", "checker"]
+    with Gateway(echo, routes={"checker": shout}) as gateway:  # others: the default policy
+        url = gateway.session_url("s", "rewriter") + "/chat/completions"
+        assert post(url, message)[1]["choices"][0]["message"]["content"] == "cba"
+
+
+def test_required_sessions_serve_only_while_open_and_with_their_key(smollm2_tokenizer):
+    message = {"messages": [{"role": "user", "content": "abc"}]}
+    seen = []
+    with Gateway(echo_policy(smollm2_tokenizer), require_session=True) as gateway:
+        url = gateway.session_url("r1", "solver") + "/chat/completions"
+        code, answer = post(url, message)
+        assert code == 409 and "not open" in answer["error"]["message"]
+        gateway.open_session("r1", token="k1", on_request=lambda: seen.append(1))
+        assert post(url, message)[0] == 401
+        assert post(url, message, {"Authorization": "Bearer k2"})[0] == 401
+        assert post(url, message, {"Authorization": "Bearer k1"})[0] == 200
+        assert post(url, message, {"x-api-key": "k1"})[0] == 200  # Anthropic's header
+        assert post(gateway.base_url + "/chat/completions", message)[0] == 409
+        calls = gateway.close_session("r1")
+        assert len(calls) == 2 and gateway.calls("r1") == []
+        request = urllib.request.Request(
+            url, json.dumps(message).encode(), {"Authorization": "Bearer k1"}
+        )
+        with pytest.raises(urllib.error.HTTPError) as late:
+            urllib.request.urlopen(request, timeout=30)
+        # a rollout that has ended never comes back: the SDKs are told not to retry
+        assert late.value.code == 409 and late.value.headers["x-should-retry"] == "false"
+    assert len(seen) == 2  # each request let in was a sign of life (not those refused)
+
+
+def test_paused_gateway_holds_new_calls_and_waits_for_those_in_flight(smollm2_tokenizer):
+    policy = BlockingPolicy(smollm2_tokenizer)
+    message = {"messages": [{"role": "user", "content": "abc"}]}
+    with Gateway(policy, batch_wait_s=0.0) as gateway:
+        url = gateway.base_url + "/chat/completions"
+        results = {}
+        first = threading.Thread(target=lambda: results.update(first=post(url, message)))
+        first.start()
+        time.sleep(0.3)  # the first is in the policy, blocked
+        paused = threading.Event()
+
+        def sync():
+            with gateway.paused():
+                paused.set()
+                time.sleep(0.5)  # the weights change here
+
+        syncing = threading.Thread(target=sync)
+        syncing.start()
+        time.sleep(0.3)
+        assert not paused.is_set()  # a sync waits for the call in flight
+        policy.release.set()
+        first.join()
+        assert paused.wait(timeout=5)
+        second = threading.Thread(target=lambda: results.update(second=post(url, message)))
+        second.start()
+        time.sleep(0.2)
+        assert "second" not in results  # held, not refused
+        syncing.join()
+        second.join(timeout=10)
+    assert results["first"][0] == 200 and results["second"][0] == 200
