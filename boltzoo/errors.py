@@ -55,3 +55,14 @@ class MissingDependencyError(BoltzooError, ImportError):
 class RunFolderError(BoltzooError, OSError):
     """A run folder that cannot serve: it holds an earlier run, or lacks the checkpoint asked
     for, or its weights do not fit this run's model and adapters."""
+
+
+class AgentProgramError(BoltzooError, RuntimeError):
+    """An agent program's turn that failed: it crashed, exited non-zero, ran past its timeout,
+    went silent, or gave no answer. A policy returns it in place of that turn's action; the
+    rollout marks the episode failed (dropped with its group in training, never scored 0)."""
+
+
+class AgentRewardError(BoltzooError, ValueError):
+    """An agent-reported reward the env cannot take: not a finite number, or an env that judges
+    its own tasks."""

@@ -22,6 +22,7 @@ ENV_MODULES: dict[str, str] = {
     "boltzoo/sql-v0": "boltzoo.envs.sql_v0",
     "boltzoo/rag-v0": "boltzoo.envs.rag_v0",
     "boltzoo/tokens-v0": "boltzoo.envs.tokens_v0",
+    "boltzoo/prompts-v0": "boltzoo.envs.prompts_v0",
 }
 
 

@@ -26,6 +26,7 @@ Conventions every env follows:
 from __future__ import annotations
 
 import copy
+import math
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -40,7 +41,13 @@ from pettingzoo.utils.wrappers import OrderEnforcingWrapper
 
 from boltzoo.envs.spaces import ChatMessagesSpace, TextSpace
 from boltzoo.episode import Completion, Episode, Step
-from boltzoo.errors import EpisodeEndedError, InvalidActionError, UnknownAgentError, shorten
+from boltzoo.errors import (
+    AgentRewardError,
+    EpisodeEndedError,
+    InvalidActionError,
+    UnknownAgentError,
+    shorten,
+)
 from boltzoo.tracing import completion_attributes, span_attributes, tracer
 
 DEFAULT_MAX_ACTION_CHARS = 200_000  # far above any real turn; bounds the work one action can cause
@@ -104,6 +111,9 @@ class LLMTurnEnv(AECEnv):
     tools: ClassVar[tuple[ToolSpec, ...]] = ()
     # Each agent's system prompt unless ``prompts=`` replaces it.
     default_prompts: ClassVar[dict[str, str]] = {}
+    # Whether the env takes rewards its agents report (report_reward; an agent program's
+    # POST .../reward). An env that judges its own tasks does not: no agent scores itself.
+    accepts_agent_rewards: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -174,6 +184,8 @@ class LLMTurnEnv(AECEnv):
         self._episode_span: trace.Span | None = None
         self._deferred_tool_rewards: dict[str, int] = {}
         self._held_tool_rewards: dict[str, float] = {}  # tool_reward_on_success: paid at a success
+        # agent -> what it reported this turn: {"turn": reward or None, "calls": {call id: r}}
+        self._reported_rewards: dict[str, dict[str, Any]] = {}
 
     # --- what subclasses write -------------------------------------------------------------
 
@@ -250,6 +262,7 @@ class LLMTurnEnv(AECEnv):
         self.transcript = []
         self._deferred_tool_rewards = {}
         self._held_tool_rewards = {}
+        self._reported_rewards = {}
         self.episode = Episode(
             episode_id=uuid.uuid4().hex,
             env_id=self.env_id,
@@ -400,6 +413,39 @@ class LLMTurnEnv(AECEnv):
             output, successes = self._run_tool(agent, name, arguments)
         self._deferred_tool_rewards[agent] = self._deferred_tool_rewards.get(agent, 0) + successes
         return output
+
+    def report_reward(self, agent: str, reward: float, call_id: str | None = None) -> None:
+        """Take a reward ``agent`` reports for its current turn (envs with
+        ``accepts_agent_rewards``; the env pays it when the turn is played): the turn's reward,
+        or with ``call_id`` an intermediate reward for one of the turn's LLM calls.
+
+        Raises:
+            AgentRewardError: the env judges its own tasks, the reward is not a finite number,
+                or the turn (or that call) has its reward already.
+        """
+        if not self.accepts_agent_rewards:
+            raise AgentRewardError(f"{self.env_id} judges its own tasks: it takes no rewards")
+        if (
+            isinstance(reward, bool)
+            or not isinstance(reward, int | float)
+            or not math.isfinite(reward)
+        ):
+            raise AgentRewardError(f"a reward must be a finite number, got {shorten(reward)}")
+        if not self.agents or self.episode is None or self.episode.done:
+            raise AgentRewardError("the episode has ended")
+        reported = self._reported_rewards.setdefault(agent, {"turn": None, "calls": {}})
+        if call_id is None:
+            if reported["turn"] is not None:
+                raise AgentRewardError(f"{agent!r} has reported this turn's reward already")
+            reported["turn"] = float(reward)
+        else:
+            if call_id in reported["calls"]:
+                raise AgentRewardError(f"call {shorten(call_id)} has its reward already")
+            reported["calls"][str(call_id)] = float(reward)
+        self._episode_span.add_event(
+            "boltzoo.reward.reported",
+            span_attributes(agent=agent, reward=float(reward), call_id=call_id),
+        )
 
     def trace_context(self) -> Any:
         """Return the OpenTelemetry context of the running episode (for spans made outside)."""
