@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import threading
@@ -128,8 +129,37 @@ def play(args: argparse.Namespace) -> tuple[list[Episode], dict[str, Any]]:
             task_pools(env.unwrapped.tasks, args.by)
         except ValueError as error:
             raise SystemExit(f"boltzoo: --by: {error}") from None
-    gateway = None
-    if args.policy in FRAMEWORK_POLICIES:
+    gateway = program = None
+    program_given = [
+        flag
+        for flag, value in (
+            ("--agent-command", args.agent_command),
+            ("--agent-service", args.agent_service),
+            ("--agent-url", args.agent_url),
+        )
+        if value is not None
+    ]
+    if len(program_given) > 1:
+        raise SystemExit(f"boltzoo: {' and '.join(program_given)}: give one agent program")
+    if program_given:
+        # An agent program plays every agent; its model calls go to --model through a gateway.
+        from boltzoo.agents.programs import agent_program
+
+        model = args.model or "smollm2-135m"
+        program = agent_program(
+            _load_model_policy(args, model),
+            command=args.agent_command,
+            service=args.agent_service,
+            push_url=args.agent_url,
+            timeout_s=args.agent_timeout_s,
+            concurrency=args.agent_concurrency,
+            claim_timeout_s=args.agent_claim_timeout_s,
+            api_key=args.api_key or os.environ.get("BOLTZOO_API_KEY"),
+        )
+        if args.agent_service is not None:
+            print(f"agent services claim turns at {program.claim_url}", file=sys.stderr)
+        policies, label = {agent: program for agent in agents}, f"{program.kind}:{model}"
+    elif args.policy in FRAMEWORK_POLICIES:
         # A framework agent per workflow agent, all talking to the model through one gateway.
         from boltzoo.agents import examples, frameworks
         from boltzoo.agents.gateway import Gateway
@@ -166,6 +196,8 @@ def play(args: argparse.Namespace) -> tuple[list[Episode], dict[str, Any]]:
     finally:
         if gateway is not None:
             gateway.close()
+        if program is not None:
+            program.close()
     elapsed = time.perf_counter() - started
     summary = summarize(episodes)
     summary.update(
@@ -508,6 +540,48 @@ def _play_arguments(parser: argparse.ArgumentParser, split: str) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    program = parser.add_argument_group(
+        "agent programs", "every agent played by a program of its own, calling --model"
+    )
+    program.add_argument(
+        "--agent-command",
+        default=None,
+        metavar="CMD",
+        help="run this command line once per agent turn (any language; see "
+        "boltzoo/agents/programs.py for its environment variables)",
+    )
+    program.add_argument(
+        "--agent-service",
+        nargs="?",
+        const="127.0.0.1:0",
+        default=None,
+        metavar="HOST:PORT",
+        help="wait for agent services to claim turns (POST /rollouts/claim) at HOST:PORT "
+        "(default a free port on 127.0.0.1; another host needs --api-key)",
+    )
+    program.add_argument(
+        "--agent-url", default=None, metavar="URL", help="POST each turn to the service at URL"
+    )
+    program.add_argument(
+        "--agent-timeout-s",
+        type=float,
+        default=120.0,
+        help="a turn running longer (a service: silent longer) is killed and its episode fails",
+    )
+    program.add_argument(
+        "--agent-concurrency", type=int, default=16, help="agent turns running at once"
+    )
+    program.add_argument(
+        "--agent-claim-timeout-s",
+        type=float,
+        default=600.0,
+        help="a turn no service claims within this fails",
+    )
+    program.add_argument(
+        "--api-key",
+        default=None,
+        help="the key services send to claim turns (default: $BOLTZOO_API_KEY)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

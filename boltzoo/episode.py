@@ -27,6 +27,8 @@ class Completion:
     (a framework agent may call the model several times for one action). ``node`` names the
     graph node that made an inner call when one graph plays the agent as several nodes
     (LightningRL trains it as the agent of that name); None: the step's agent made it.
+    ``agent_answer`` marks the final answer of an agent that called the model itself (a
+    framework agent, an agent program): it is not an LLM call, even when it holds no inner calls.
     """
 
     text: str
@@ -39,6 +41,7 @@ class Completion:
     finish_reason: str | None = None
     inner_calls: list[Completion] = field(default_factory=list)
     node: str | None = None
+    agent_answer: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.text, str):

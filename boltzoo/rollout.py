@@ -71,10 +71,12 @@ class _PolicyFailure:
 
 
 def _act(policy: Policy, turns: list[Turn]) -> list[Any]:
+    """Return ``policy``'s actions for ``turns``; an exception a policy returns in place of an
+    action (an agent program that failed) becomes that turn's failure."""
     actions = policy.act(turns)
     if len(actions) != len(turns):
         raise RuntimeError(f"{policy!r} returned {len(actions)} actions for {len(turns)} turns")
-    return list(actions)
+    return [_PolicyFailure(_error_text(a)) if isinstance(a, BaseException) else a for a in actions]
 
 
 def _record_llm_call(
@@ -125,6 +127,9 @@ def rollout(
     progress: bool = True,
     workers: int = 0,
     ray_address: str | None = None,
+    agent_command: str | None = None,
+    agent_timeout_s: float = 120.0,
+    agent_concurrency: int = 16,
     **env_kwargs: Any,
 ) -> list[Episode]:
     """Return the Episodes of running ``env_id`` with ``policies`` (one per agent), batched.
@@ -145,10 +150,42 @@ def rollout(
             copy of the policies (a model policy with its weights) and whole groups of episodes.
         ray_address: the Ray cluster to join (``"auto"`` or ``"host:port"``); None starts a
             local Ray bound to 127.0.0.1, or uses the one this process already runs.
+        agent_command: play every agent with this command line, run once per turn (an agent
+            program: ``boltzoo.agents.programs``); ``policies`` are then the models each agent's
+            calls go to, through a gateway. ``agent_timeout_s``: a turn running longer is killed
+            and fails; ``agent_concurrency``: programs running at once.
         env_kwargs: passed to ``boltzoo.make``.
     """
     raw = make(env_id, **env_kwargs).unwrapped
     policy_of = _policies_by_agent(raw.possible_agents, policies)
+    if agent_command is not None:
+        from boltzoo.agents.programs import AgentCommand, program_gateway
+
+        models = {id(p): p for p in policy_of.values()}
+        # one model for all: it serves the program's other roles too
+        default = next(iter(models.values())) if len(models) == 1 else None
+        gateway = program_gateway(default, routes=policy_of)
+        program = AgentCommand(
+            agent_command, gateway, timeout_s=agent_timeout_s, concurrency=agent_concurrency
+        )
+        try:
+            return rollout(
+                env_id,
+                {agent: program for agent in policy_of},
+                episodes,
+                tasks,
+                group_size,
+                seed,
+                num_envs=num_envs,
+                episode_timeout_s=episode_timeout_s,
+                progress=progress,
+                workers=workers,
+                ray_address=ray_address,
+                **env_kwargs,
+            )
+        finally:
+            program.close()
+            gateway.close()
     if workers:
         names: dict[int, str] = {}  # one name per distinct policy object
         for policy in policy_of.values():

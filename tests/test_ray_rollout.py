@@ -267,3 +267,23 @@ def test_a_resumed_run_on_workers_samples_what_the_uninterrupted_one_did(
     resumed = run(tmp_path / "b", 4, resume=True)
     assert len(resumed) == 2
     assert [m["reward"] for m in resumed] == [m["reward"] for m in straight[2:]]
+
+
+def test_an_agent_command_plays_on_workers_with_their_own_gateways_and_hubs(smollm2_tokenizer):
+    import sys
+    from pathlib import Path
+
+    from boltzoo.agents.scripted import ScriptedPolicy
+
+    solver = Path(__file__).parents[1] / "examples" / "agent_programs" / "solver.py"
+    model = ScriptedPolicy(lambda turn: "The answer is \\boxed{7}.", smollm2_tokenizer, name="smol")
+    kwargs = dict(tasks=[0, 5, 9], group_size=2, seed=3, progress=False, level="easy")
+    command = f"{sys.executable} {solver}"
+    here = boltzoo.rollout("math-v0", {"solver": model}, agent_command=command, **kwargs)
+    there = boltzoo.rollout(
+        "math-v0", {"solver": model}, agent_command=command, workers=2, **kwargs
+    )
+    assert not any(e.failed for e in there), [e.error for e in there]
+    assert [summary(e) for e in there] == [summary(e) for e in here]
+    calls = [c.response_token_ids for e in there for s in e.steps for c in s.action.inner_calls]
+    assert len(calls) == 6 and all(calls)  # one model call per turn, recorded on a worker

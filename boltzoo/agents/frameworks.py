@@ -115,6 +115,7 @@ class _FrameworkPolicy:
             model=f"{self.framework}:{self.gateway.model_name}",
             policy_version=self.version,
             finish_reason="stop",
+            agent_answer=True,
         )
 
     async def _run(self, session: str, specs: list[ToolSpec], turn: Turn, task: str) -> str:

@@ -46,7 +46,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -354,10 +354,18 @@ class _Batcher(threading.Thread):
     the batch in flight, if any, has finished; ``resume()`` lets them go (a weight sync between
     the two never meets a half-sampled call)."""
 
-    def __init__(self, policy: Policy, max_batch_size: int, wait_s: float, record: Any):
+    def __init__(
+        self,
+        policy: Policy,
+        max_batch_size: int,
+        wait_s: float,
+        record: Any,
+        expected: Callable[[], int] | None = None,
+    ):
         super().__init__(daemon=True, name="boltzoo-gateway-batcher")
         self.policy, self.max_batch_size, self.wait_s = policy, max_batch_size, wait_s
         self.record = record
+        self.expected = expected  # how many more requests are on their way (None: unknown)
         self.requests: queue.Queue[_Pending | None] = queue.Queue()
         self.batch_sizes: list[int] = []
         self.open = threading.Event()
@@ -379,10 +387,18 @@ class _Batcher(threading.Thread):
                 return
             batch, deadline = [first], time.monotonic() + self.wait_s
             while len(batch) < self.max_batch_size:
+                left = deadline - time.monotonic()
+                if self.expected is not None:
+                    # cut the batch as soon as nobody else is about to ask
+                    if self.requests.empty() and self.expected() <= 0:
+                        break
+                    left = min(left, 0.005)
                 try:
-                    item = self.requests.get(timeout=max(0.0, deadline - time.monotonic()))
+                    item = self.requests.get(timeout=max(0.0, left))
                 except queue.Empty:
-                    break
+                    if time.monotonic() >= deadline:
+                        break
+                    continue
                 if item is None:
                     self.requests.put(None)  # stop after this batch
                     break
@@ -563,6 +579,7 @@ class _Session:
 
     token: str | None
     on_request: Any = None  # called with no argument on every request (a sign of life)
+    pending: int = 0  # its requests not answered yet
 
 
 class Gateway:
@@ -579,7 +596,10 @@ class Gateway:
         model_name: the model id clients send (default: the policy's ``name``).
         api_key: when given, requests must carry it (``Authorization: Bearer <api_key>`` or
             ``x-api-key``), except in a session opened with a token of its own.
-        max_batch_size, batch_wait_s: batching of concurrent requests.
+        max_batch_size, batch_wait_s: batching of concurrent requests: a batch waits
+            ``batch_wait_s`` after its first request for more; with ``require_session`` it
+            waits up to that long, and only while an open session has no request pending (its
+            program is about to ask: agent programs' calls go to the model together).
         max_body_bytes: larger request bodies get 413.
         body_timeout_s: a request body not received within this gets 408.
         max_pending: requests waiting for or in the policy beyond this get 429 (with
@@ -652,7 +672,11 @@ class Gateway:
         for served in (self.default_policy, *self.routes.values()):
             if served is not None and id(served) not in self._batchers:
                 self._batchers[id(served)] = _Batcher(
-                    served, max_batch_size, batch_wait_s, self._record
+                    served,
+                    max_batch_size,
+                    batch_wait_s,
+                    self._record,
+                    expected=self._sessions_to_ask if require_session else None,
                 )
         self._sessions: dict[str, _Session] = {}
         self._pending = 0  # requests submitted and not yet answered
@@ -880,12 +904,23 @@ class Gateway:
                     "rate_limit_exceeded",
                 )
             self._pending += 1
-        pending.future.add_done_callback(self._done)
+            opened = self._sessions.get(pending.session)
+            if opened is not None:
+                opened.pending += 1
+        pending.future.add_done_callback(lambda _: self._done(pending))
         return pending
 
-    def _done(self, _: Future) -> None:
+    def _done(self, pending: _Pending) -> None:
         with self._lock:
             self._pending -= 1
+            opened = self._sessions.get(pending.session)
+            if opened is not None:
+                opened.pending -= 1
+
+    def _sessions_to_ask(self) -> int:
+        """Return how many open sessions have no request pending (each may be about to ask)."""
+        with self._lock:
+            return sum(1 for opened in self._sessions.values() if opened.pending <= 0)
 
     def _enqueue(self, pending: _Pending) -> None:
         self._batchers[id(self._policy_of(pending.agent))].requests.put(pending)
@@ -1058,35 +1093,7 @@ class Gateway:
     # --- the HTTP app ----------------------------------------------------------------------
 
     async def _body(self, request: Request) -> bytes:
-        """Return a request's body: 413 over ``max_body_bytes``, 408 when it has not all come
-        within ``body_timeout_s`` (a client that sends it slowly holds nothing for long)."""
-        length = request.headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
-            raise GatewayError(
-                413,
-                f"the request body has {length} bytes, over the limit of {self.max_body_bytes}",
-                "request_too_large",
-            )
-
-        async def read() -> bytes:
-            chunks, size = [], 0
-            async for chunk in request.stream():
-                size += len(chunk)
-                if size > self.max_body_bytes:
-                    raise GatewayError(
-                        413,
-                        f"the request body is over the limit of {self.max_body_bytes} bytes",
-                        "request_too_large",
-                    )
-                chunks.append(chunk)
-            return b"".join(chunks)
-
-        try:
-            return await asyncio.wait_for(read(), self.body_timeout_s)
-        except asyncio.TimeoutError:
-            raise GatewayError(
-                408, f"the request body did not arrive within {self.body_timeout_s:g} s", "timeout"
-            ) from None
+        return await read_body(request, self.max_body_bytes, self.body_timeout_s)
 
     def _app(self) -> Any:
         from boltzoo.agents import protocols
@@ -1261,6 +1268,38 @@ class Gateway:
 def _sse_error(status: int, message: str, kind: str) -> bytes:
     payload = {"error": {"message": message, "type": kind, "code": status}}
     return f"data: {json.dumps(payload)}\n\ndata: [DONE]\n\n".encode()
+
+
+async def read_body(request: Request, max_bytes: int, timeout_s: float) -> bytes:
+    """Return a request's body: 413 over ``max_bytes``, 408 when it has not all come within
+    ``timeout_s`` (a client that sends it slowly holds nothing for long)."""
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > max_bytes:
+        raise GatewayError(
+            413,
+            f"the request body has {length} bytes, over the limit of {max_bytes}",
+            "request_too_large",
+        )
+
+    async def read() -> bytes:
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > max_bytes:
+                raise GatewayError(
+                    413,
+                    f"the request body is over the limit of {max_bytes} bytes",
+                    "request_too_large",
+                )
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    try:
+        return await asyncio.wait_for(read(), timeout_s)
+    except asyncio.TimeoutError:
+        raise GatewayError(
+            408, f"the request body did not arrive within {timeout_s:g} s", "timeout"
+        ) from None
 
 
 def _retry_headers(status: int) -> dict[str, str] | None:

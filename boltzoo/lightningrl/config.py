@@ -75,6 +75,28 @@ class TrainerConfig:
         "nodes writer, checker and rewriter are the agents that train_agents selects",
         default=None,
     )
+    agent_command: str | None = _help(
+        "a command line that plays the env's agents as a program of its own, run once per "
+        "turn (any language; its model calls go through the gateway to the sampler, with "
+        "OPENAI_BASE_URL / ANTHROPIC_BASE_URL, BOLTZOO_TASK and BOLTZOO_ROLLOUT_URL in its "
+        "environment: boltzoo/agents/programs.py); LightningRL learns from the calls it made",
+        default=None,
+    )
+    agent_service: str | None = _help(
+        "host:port where agent services claim the env's turns (POST /rollouts/claim), instead "
+        "of a command run per turn; a host beyond 127.0.0.1 needs BOLTZOO_API_KEY set, which "
+        "services then send",
+        default=None,
+    )
+    agent_roles: list[str] = _help(
+        "names an agent program calls the model as besides the env's agents "
+        "($BOLTZOO_AGENTS_URL/NAME/v1); train_agents and policy_map select and map them",
+        default_factory=list,
+    )
+    agent_concurrency: int = _help("agent programs running at once", default=16)
+    agent_timeout_s: float = _help(
+        "an agent program's turn running longer is killed and its episode fails", default=120.0
+    )
     lora_r: int = _help(
         "LoRA rank; 0 trains the full weights, > 0 one LoRA adapter (peft) per policy name on "
         "one shared, frozen base",
@@ -254,6 +276,26 @@ class TrainerConfig:
             raise ValueError(f"lora_r must be 0 (full weights) or a rank > 0, got {self.lora_r}")
         if not isinstance(self.policy_map, dict):
             raise ValueError(f"policy_map maps agents to policy names, got {self.policy_map!r}")
+        if self.agent_command is not None and self.agent_service is not None:
+            raise ValueError("an agent program is a command or a service: give one of them")
+        program = self.agent_command or self.agent_service
+        if self.agent_command is not None and not (
+            isinstance(self.agent_command, str) and self.agent_command.strip()
+        ):
+            raise ValueError(f"agent_command must be a command line: {self.agent_command!r}")
+        if program is not None and self.framework is not None:
+            raise ValueError(
+                "framework and an agent program both say who plays the agents: give one of them"
+            )
+        if self.agent_roles and program is None:
+            raise ValueError(
+                "agent_roles names the roles of an agent program: give agent_command or "
+                "agent_service"
+            )
+        if self.agent_concurrency < 1:
+            raise ValueError(f"agent_concurrency must be at least 1, got {self.agent_concurrency}")
+        if not self.agent_timeout_s > 0:
+            raise ValueError(f"agent_timeout_s must be positive, got {self.agent_timeout_s}")
 
     def to_dict(self) -> dict[str, Any]:
         """Return the config as plain JSON values."""
@@ -308,6 +350,16 @@ class SFTConfig:
         "demonstrations that graph recorded",
         default=None,
     )
+    agent_command: str | None = _help(
+        "an agent program that plays the evaluation (as in RL): a command run once per turn",
+        default=None,
+    )
+    agent_roles: list[str] = _help(
+        "names the agent program calls the model as besides the env's agents (as in RL)",
+        default_factory=list,
+    )
+    agent_concurrency: int = _help("agent programs running at once", default=16)
+    agent_timeout_s: float = _help("an agent program's turn running longer fails", default=120.0)
     init_from: str | None = _help(
         "a run folder (SFT or RL) whose latest weights this run starts from", default=None
     )

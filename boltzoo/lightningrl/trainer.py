@@ -27,11 +27,14 @@ Checkpoints (``checkpoint.py``) make runs resumable after a kill.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import math
+import os
 import random
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -132,8 +135,10 @@ class Trainer:
         # env agent -> the graph that plays it node by node (its nodes are trained as agents)
         self.graphs = self._node_graphs(agent_builders or {}) if cfg.framework else {}
         nodes = {node for graph in self.graphs.values() for node in graph.nodes}
-        # the names that learn: the env's agents, a graph-played agent replaced by its nodes
-        self.agents = sorted((set(self.env_agents) - set(self.graphs)) | nodes)
+        # the names that learn: the env's agents, a graph-played agent replaced by its nodes,
+        # and the roles an agent program calls the model as
+        roles = set(cfg.agent_roles)
+        self.agents = sorted((set(self.env_agents) - set(self.graphs)) | nodes | roles)
         self.train_agents = select_agents(self.agents, cfg.train_agents)
         unknown = set(cfg.policy_map) - set(self.agents)
         if unknown:
@@ -198,8 +203,11 @@ class Trainer:
         # --- framework agents: each trained agent's agent calls its policy through a gateway
         self.gateways: dict[str, Any] = {}
         self.agent_policies: dict[str, Any] = {}
+        self.programs: list[Any] = []  # agent programs' policies (their hubs stop with close())
         if cfg.framework:
             self._start_framework_agents(agent_builders or {})
+        elif cfg.agent_command or cfg.agent_service:
+            self._start_agent_program()
 
         trainable = [p for name in self.policy_names for p in self.params[name]]
         self.optimizer = torch.optim.AdamW(trainable, lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -300,12 +308,54 @@ class Trainer:
             )
         self.sampling.set_agent_policies(self.agent_policies)
 
+    def _start_agent_program(self) -> None:
+        """Play every env agent with the agent program (``agent_command`` or
+        ``agent_service``): one gateway routes each name the program calls the model as (env
+        agents and ``agent_roles``) to its policy, or to the frozen initial model for names that
+        are not trained."""
+        from boltzoo.agents.programs import agent_program, program_gateway
+
+        cfg = self.config
+        named = self.sampling.named()
+        routes = {agent: named[self.policy_of.get(agent, FROZEN)] for agent in self.agents}
+        api_key = os.environ.get("BOLTZOO_API_KEY")
+        host = cfg.agent_service.rpartition(":")[0].strip("[]") if cfg.agent_service else None
+        gateway = program_gateway(
+            None, host or "127.0.0.1", api_key, routes=routes, model_name=cfg.model
+        )
+        self.gateways["@program"] = gateway
+        program = agent_program(
+            gateway,
+            command=cfg.agent_command,
+            service=cfg.agent_service,
+            timeout_s=cfg.agent_timeout_s,
+            concurrency=cfg.agent_concurrency,
+            api_key=api_key,
+        )
+        if cfg.agent_service:
+            print(f"agent services claim turns at {program.claim_url}", flush=True)
+        self.programs = [program]
+        self.agent_policies = {agent: program for agent in self.env_agents}
+        self.sampling.set_agent_policies(self.agent_policies)
+
     def close(self) -> None:
-        """Stop the framework agents' gateways and the Ray rollout workers (if any)."""
+        """Stop the agent programs' hubs, the gateways and the Ray rollout workers (if any)."""
+        for program in self.programs:
+            program.close()
+        self.programs = []
         for gateway in self.gateways.values():
             gateway.close()
         self.gateways.clear()
         self.sampling.close()
+
+    @contextlib.contextmanager
+    def _gateways_paused(self) -> Iterator[None]:
+        """Hold the gateways' new calls while the weights change (an agent service may call
+        the model between steps): none is sampled by half-updated weights."""
+        with contextlib.ExitStack() as stack:
+            for gateway in self.gateways.values():
+                stack.enter_context(gateway.paused())
+            yield
 
     def __enter__(self) -> Trainer:
         return self
@@ -391,11 +441,12 @@ class Trainer:
         # samples drawn with older weights than the learner's (a worker that missed a sync)
         stale = sum(t.policy_version not in (None, self.step) for t in transitions)
         update_started = time.perf_counter()
-        update = self.update(transitions) if transitions else {}
-        self.scheduler.step()
-        self.step += 1
-        # 6. the samplers act with the new weights from the next rollout on
-        self.sampling.sync(sorted({self.policy_of[t.agent] for t in transitions}), self.step)
+        with self._gateways_paused():
+            update = self.update(transitions) if transitions else {}
+            self.scheduler.step()
+            self.step += 1
+            # 6. the samplers act with the new weights from the next rollout on
+            self.sampling.sync(sorted({self.policy_of[t.agent] for t in transitions}), self.step)
         release_freed_memory()  # else the heap keeps every step's freed tensors (memory.py)
         update_seconds = time.perf_counter() - update_started
 

@@ -75,8 +75,9 @@ def select_agents(agents: Iterable[str], train_agents: str | Sequence[str] | Non
 
 
 def _calls(action: Completion) -> list[Completion]:
-    """Return the LLM calls behind an action: its inner calls if it has any, else itself."""
-    return list(action.inner_calls) if action.inner_calls else [action]
+    """Return the LLM calls behind an action: its inner calls if it has any or is an agent's
+    answer (which is no call itself), else itself."""
+    return list(action.inner_calls) if action.inner_calls or action.agent_answer else [action]
 
 
 def _caller(call: Completion, step: Step) -> str:
