@@ -158,61 +158,47 @@ def rollout(
     """
     raw = make(env_id, **env_kwargs).unwrapped
     policy_of = _policies_by_agent(raw.possible_agents, policies)
-    if agent_command is not None:
-        from boltzoo.agents.programs import AgentCommand, program_gateway
+    with contextlib.ExitStack() as stack:
+        if agent_command is not None:
+            from boltzoo.agents.programs import AgentCommand, program_gateway
 
-        models = {id(p): p for p in policy_of.values()}
-        # one model for all: it serves the program's other roles too
-        default = next(iter(models.values())) if len(models) == 1 else None
-        gateway = program_gateway(default, routes=policy_of)
-        program = AgentCommand(
-            agent_command, gateway, timeout_s=agent_timeout_s, concurrency=agent_concurrency
+            models = {id(p): p for p in policy_of.values()}
+            # one model for all: it serves the program's other roles too
+            default = next(iter(models.values())) if len(models) == 1 else None
+            gateway = program_gateway(default, routes=policy_of)
+            stack.callback(gateway.close)
+            program = AgentCommand(
+                agent_command, gateway, timeout_s=agent_timeout_s, concurrency=agent_concurrency
+            )
+            stack.callback(program.close)
+            policy_of = {agent: program for agent in policy_of}
+        if workers:
+            names: dict[int, str] = {}  # one name per distinct policy object
+            for policy in policy_of.values():
+                names.setdefault(id(policy), f"policy{len(names)}")
+            samplers = {names[id(p)]: p for p in policy_of.values()}
+            with WorkerPool(workers, ray_address) as pool:
+                pool.install(samplers, {agent: names[id(p)] for agent, p in policy_of.items()})
+                return pool.rollout(
+                    env_id,
+                    episodes,
+                    tasks,
+                    group_size,
+                    seed,
+                    num_envs=num_envs,
+                    episode_timeout_s=episode_timeout_s,
+                    progress=progress,
+                    **env_kwargs,
+                )
+        return run_jobs(
+            env_id,
+            policy_of,
+            _plan_jobs(episodes, tasks, group_size, seed, raw.num_tasks),
+            num_envs=num_envs,
+            episode_timeout_s=episode_timeout_s,
+            progress=progress,
+            **env_kwargs,
         )
-        try:
-            return rollout(
-                env_id,
-                {agent: program for agent in policy_of},
-                episodes,
-                tasks,
-                group_size,
-                seed,
-                num_envs=num_envs,
-                episode_timeout_s=episode_timeout_s,
-                progress=progress,
-                workers=workers,
-                ray_address=ray_address,
-                **env_kwargs,
-            )
-        finally:
-            program.close()
-            gateway.close()
-    if workers:
-        names: dict[int, str] = {}  # one name per distinct policy object
-        for policy in policy_of.values():
-            names.setdefault(id(policy), f"policy{len(names)}")
-        samplers = {names[id(p)]: p for p in policy_of.values()}
-        with WorkerPool(workers, ray_address) as pool:
-            pool.install(samplers, {agent: names[id(p)] for agent, p in policy_of.items()})
-            return pool.rollout(
-                env_id,
-                episodes,
-                tasks,
-                group_size,
-                seed,
-                num_envs=num_envs,
-                episode_timeout_s=episode_timeout_s,
-                progress=progress,
-                **env_kwargs,
-            )
-    return run_jobs(
-        env_id,
-        policy_of,
-        _plan_jobs(episodes, tasks, group_size, seed, raw.num_tasks),
-        num_envs=num_envs,
-        episode_timeout_s=episode_timeout_s,
-        progress=progress,
-        **env_kwargs,
-    )
 
 
 def _policies_by_agent(

@@ -1,10 +1,14 @@
-"""An OpenAI-compatible HTTP gateway in front of a policy, recording every call with its tokens.
+"""An OpenAI- and Anthropic-compatible HTTP gateway in front of policies, recording every call
+with its tokens.
 
 Agents that run elsewhere, or inside another framework (AutoGen, the OpenAI Agents SDK,
-LangChain, anything with an OpenAI client), reach the model by pointing their base URL at the
-gateway; nothing else in the agent changes. The gateway (FastAPI on uvicorn):
+LangChain, anything with an OpenAI or Anthropic client), reach the model by pointing their base
+URL at the gateway; nothing else in the agent changes. The gateway (FastAPI on uvicorn):
 
-* serves ``POST /v1/chat/completions``, ``GET /v1/models`` and ``GET /health``;
+* serves ``POST /v1/chat/completions``, the Responses API (``POST /v1/responses``), Anthropic's
+  Messages API (``POST /v1/messages``), legacy completions (``POST /v1/completions``, a prompt
+  as text or token ids), ``GET /v1/models`` and ``GET /health`` (``protocols.py`` holds the
+  other APIs' formats; every call is recorded in chat form, whichever API asked);
 * batches concurrent requests into one call of the policy (the batching window is
   ``batch_wait_s``), so many agents share the model's batch;
 * returns, always, ``prompt_token_ids`` and, per choice, ``token_ids`` and per-token
@@ -21,16 +25,25 @@ gateway; nothing else in the agent changes. The gateway (FastAPI on uvicorn):
   and forgets them). Records are kept for ``record_ttl_s`` and at most ``max_records`` of them
   (the oldest go first); with ``record_to`` each call is appended to a JSON-lines file instead
   of being kept;
+* routes each agent's calls to its own policy (``routes``), so that one endpoint serves a
+  team whose agents train apart (or call the frozen model);
+* serves sessions opened for agent programs (``open_session``) with their own key, and with
+  ``require_session`` nothing else (a turn that has ended gets 409);
+* holds new calls while the weights change (``paused()``: the batch in flight finishes first);
 * renders OpenAI ``tools`` for the model (a system-prompt section) and parses the model's
   ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks into ``tool_calls``.
 
 Sampling is the policy's: a request's ``temperature``, ``max_tokens`` and the like are checked
-for their type, then ignored, so every recorded call was sampled as the learner assumes. Unknown
-request fields are ignored (framework clients send many). Errors are OpenAI-shaped JSON: 400 for
-a malformed body or a known field of the wrong type, 401 for a wrong API key, 404 for an unknown
-model or route, 413 for an oversized body, 503 when the queue is full or the gateway is closing,
-504 when an answer takes longer than ``request_timeout_s`` (the call is still recorded when it
-ends). Loopback only unless ``host`` says otherwise.
+(their type, and OpenAI's ranges), then ignored, so every recorded call was sampled as the
+learner assumes. Unknown request fields are ignored (framework clients send many). Errors are
+OpenAI-shaped JSON (Anthropic-shaped on ``/v1/messages``): 400 for a malformed body (not JSON,
+``NaN``, nesting deeper than ``MAX_JSON_DEPTH``, a string that is not valid Unicode) or a known
+field of the wrong type or range, 401 for a wrong API key (``Authorization: Bearer`` or
+``x-api-key``), 404 for an unknown model, agent or route, 408 for a body not received within
+``body_timeout_s``, 409 for a session that is not open, 413 for an oversized body, 429 (with
+``Retry-After``) past ``max_pending`` requests, 503 when the gateway is closing, 504 when an
+answer takes longer than ``request_timeout_s`` (the call is still recorded when it ends; 409,
+500 and 504 tell the SDKs not to retry). Loopback only unless ``host`` says otherwise.
 """
 
 from __future__ import annotations
@@ -573,6 +586,67 @@ class _TokenFeed:
         return ids[len(self.ids) :]
 
 
+class BackgroundServer:
+    """An ASGI app served by uvicorn in a background thread, on a socket bound at once (so
+    that its address is known before it serves): the gateway's and the agent hub's."""
+
+    def __init__(self, host: str, port: int, name: str):
+        self.name = name
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.socket = socket.socket(family, socket.SOCK_STREAM)
+        self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.socket.bind((host, port))
+        self.server: Any = None
+        self.thread: threading.Thread | None = None
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """Return the ``(host, port)`` it listens on."""
+        return self.socket.getsockname()[:2]
+
+    @property
+    def url(self) -> str:
+        """Return ``http://host:port``."""
+        host, port = self.address
+        return f"http://{f'[{host}]' if ':' in host else host}:{port}"
+
+    @property
+    def serving(self) -> bool:
+        """Return whether it serves (started and not stopped)."""
+        return self.thread is not None
+
+    def start(self, app: Any, graceful_s: int, backlog: int = 2048) -> None:
+        """Serve ``app``; return once it answers (``graceful_s``: how long a stop waits for
+        requests in flight)."""
+        import uvicorn
+
+        config = uvicorn.Config(
+            app,
+            log_level="warning",
+            access_log=False,
+            timeout_graceful_shutdown=graceful_s,
+            backlog=backlog,
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [self.socket]}, daemon=True, name=self.name
+        )
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"the {self.name} server did not start")
+            time.sleep(0.005)
+
+    def stop(self) -> None:
+        """Stop serving (requests in flight finish first), then release the port."""
+        if self.thread is not None:
+            self.server.should_exit = True
+            self.thread.join(timeout=60)
+            self.thread = None
+        self.socket.close()
+
+
 @dataclass
 class _Session:
     """A session opened by :meth:`Gateway.open_session` (an agent program's rollout)."""
@@ -681,28 +755,20 @@ class Gateway:
         self._sessions: dict[str, _Session] = {}
         self._pending = 0  # requests submitted and not yet answered
         self._lock = threading.Lock()
-        # Bound now, so that the address is known before the server starts.
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        self._socket = socket.socket(family, socket.SOCK_STREAM)
-        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._socket.bind((host, port))
-        self._server: Any = None
-        self._thread: threading.Thread | None = None
+        self._serving = BackgroundServer(host, port, "boltzoo-gateway")
         self._closing = False
-        self._started = False
 
     # --- lifecycle -------------------------------------------------------------------------
 
     @property
     def address(self) -> tuple[str, int]:
         """Return the ``(host, port)`` the gateway listens on."""
-        return self._socket.getsockname()[:2]
+        return self._serving.address
 
     @property
     def root_url(self) -> str:
         """Return ``http://host:port``, the server's root."""
-        host, port = self.address
-        return f"http://{f'[{host}]' if ':' in host else host}:{port}"
+        return self._serving.url
 
     @property
     def base_url(self) -> str:
@@ -717,48 +783,24 @@ class Gateway:
     def start(self) -> Gateway:
         """Start serving (uvicorn and the batchers in background threads); return the gateway
         once it answers."""
-        if self._started:
+        if self._serving.serving:
             return self
-        import uvicorn
-
-        config = uvicorn.Config(
-            self._app(),
-            log_level="warning",
-            access_log=False,
-            timeout_graceful_shutdown=max(1, int(min(self.request_timeout_s, 30))),
-            backlog=2048,
-        )
-        self._server = uvicorn.Server(config)
         for batcher in self._batchers.values():
             batcher.start()
-        self._thread = threading.Thread(
-            target=self._server.run,
-            kwargs={"sockets": [self._socket]},
-            daemon=True,
-            name="boltzoo-gateway",
-        )
-        self._thread.start()
-        deadline = time.monotonic() + 30
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the gateway's server did not start")
-            time.sleep(0.005)
-        self._started = True
+        self._serving.start(self._app(), graceful_s=max(1, int(min(self.request_timeout_s, 30))))
         return self
 
     def close(self) -> None:
         """Stop serving: new requests get 503, those in flight finish (up to 30 s), every
         answered call stays recorded; then release the port."""
         self._closing = True
-        if self._started:
-            self._server.should_exit = True
-            self._thread.join(timeout=60)
+        started = self._serving.serving
+        self._serving.stop()
+        if started:
             for batcher in self._batchers.values():
                 batcher.resume()
                 batcher.requests.put(None)
                 batcher.join(timeout=10)
-            self._started = False
-        self._socket.close()
         self._records.close()
 
     def __enter__(self) -> Gateway:

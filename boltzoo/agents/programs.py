@@ -62,7 +62,6 @@ import math
 import os
 import secrets
 import signal
-import socket
 import threading
 import time
 import urllib.error
@@ -80,6 +79,7 @@ from starlette.routing import Route
 
 from boltzoo.agents.base import Policy, Turn
 from boltzoo.agents.gateway import (
+    BackgroundServer,
     Gateway,
     GatewayError,
     RecordedCall,
@@ -167,56 +167,26 @@ class AgentHub:
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._offered: asyncio.Event | None = None  # set when a turn is queued for claims
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        self._socket = socket.socket(family, socket.SOCK_STREAM)
-        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._socket.bind((host, port))
-        self._server: Any = None
-        self._thread: threading.Thread | None = None
-        self._started = False
+        self._serving = BackgroundServer(host, port, "boltzoo-agent-hub")
 
     # --- lifecycle -------------------------------------------------------------------------
 
     @property
     def url(self) -> str:
         """Return ``http://host:port``."""
-        host, port = self._socket.getsockname()[:2]
-        return f"http://{f'[{host}]' if ':' in host else host}:{port}"
+        return self._serving.url
 
     def start(self) -> AgentHub:
         """Start serving in a background thread; return the hub once it answers."""
-        if self._started:
-            return self
-        import uvicorn
-
-        config = uvicorn.Config(
-            self._app(), log_level="warning", access_log=False, timeout_graceful_shutdown=5
-        )
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=self._server.run,
-            kwargs={"sockets": [self._socket]},
-            daemon=True,
-            name="boltzoo-agent-hub",
-        )
-        self._thread.start()
-        deadline = time.monotonic() + 30
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the agent hub's server did not start")
-            time.sleep(0.005)
-        self._started = True
+        if not self._serving.serving:
+            self._serving.start(self._app(), graceful_s=5)
         return self
 
     def close(self) -> None:
         """End every open rollout and stop serving."""
         for rollout in list(self.rollouts.values()):
             self.end(rollout, "the agent hub closed")
-        if self._started:
-            self._server.should_exit = True
-            self._thread.join(timeout=30)
-            self._started = False
-        self._socket.close()
+        self._serving.stop()
 
     def __enter__(self) -> AgentHub:
         return self.start()
@@ -270,11 +240,12 @@ class AgentHub:
         rollout.calls = self.gateway.close_session(rollout.rollout_id)
 
     def end(self, rollout: Rollout, error: str | None = None) -> list[RecordedCall]:
-        """End ``rollout``: seal it, failed with ``error`` unless it was answered; return the
-        model calls its gateway session recorded."""
+        """End ``rollout``: seal it, failed with ``error`` when given (a program that answered
+        and then crashed fails all the same); return the model calls its gateway session
+        recorded."""
         self.seal(rollout)
         with rollout.lock:
-            if error is not None and rollout.answer is None and rollout.error is None:
+            if error is not None and rollout.error is None:
                 rollout.error = error
         rollout.done.set()
         return rollout.calls

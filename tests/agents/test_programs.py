@@ -173,6 +173,7 @@ def fault_rollout(tmp_path, smollm2_tokenizer, fault, timeout_s=20.0, env_id="ma
     [
         ("crash", "exited with status 1; its stderr ends: Traceback"),
         ("exit3", "exited with status 3"),
+        ("answer_then_crash", "exited with status 1"),  # its exit decides, not its answer
         ("binary", "standard output is not UTF-8"),
         ("silent", "exited 0 without an answer"),
     ],

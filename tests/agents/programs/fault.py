@@ -1,8 +1,8 @@
 """An agent program that misbehaves on purpose, for the tests: FAULT says how, and only on the
 task FAULT_TASK (or on every task: "*"; other tasks get "The answer is \\boxed{0}.").
 
-FAULT: crash | exit3 | hang | garbage | binary | twice | late | nan_reward | silent
-| reward_on_judged_env. What it saw is appended to FAULT_LOG as JSON lines.
+FAULT: crash | answer_then_crash | exit3 | hang | garbage | binary | twice | late | nan_reward
+| silent | reward_on_judged_env. What it saw is appended to FAULT_LOG as JSON lines.
 """
 
 import json
@@ -40,6 +40,9 @@ def log(**values):
 right = "The answer is \\boxed{0}."
 if fault == "crash":
     raise RuntimeError("the agent fell over")
+if fault == "answer_then_crash":
+    log(answered=post(rollout_url + "/answer", {"answer": right}))
+    raise RuntimeError("the agent fell over after answering")
 if fault == "exit3":
     print(right)
     sys.exit(3)
