@@ -37,6 +37,23 @@ case "$job" in
     DEMO_DIR="${DEMO_DIR:-runs/demo-math}"
     SEED="${DEMO_SEED:-0}"
     ENV_KWARGS='{"level": "easy", "max_turns": 3, "few_shot": false}'
+    # DEMO_AGENT_COMMAND="python examples/agent_programs/solver.py": the solver is that program,
+    # run once per turn (every evaluation and RL rollout goes through it and the gateway).
+    # DEMO_AGENT_SERVICE=1: the solver is examples/agent_programs/service.py, a long-running
+    # program that claims RL's turns (the warm start evaluates in process).
+    PROGRAM=() RL_PROGRAM=()
+    if [ -n "${DEMO_AGENT_COMMAND:-}" ]; then
+      PROGRAM=(--agent-command "$DEMO_AGENT_COMMAND" --agent-concurrency 32)
+      RL_PROGRAM=("${PROGRAM[@]}")
+    fi
+    if [ -n "${DEMO_AGENT_SERVICE:-}" ]; then
+      PORT=$(python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+      python examples/agent_programs/service.py "http://127.0.0.1:$PORT" --workers 32 \
+        --idle-s 600 &
+      SERVICE_PID=$!
+      trap 'kill "$SERVICE_PID" 2>/dev/null || true' EXIT
+      RL_PROGRAM=(--agent-service "127.0.0.1:$PORT" --agent-concurrency 32)
+    fi
     mkdir -p "$DEMO_DIR"
     if [ ! -f "$DEMO_DIR/demos.jsonl" ]; then
       boltzoo rollout math-v0 --policy oracle --split train --episodes 16 --seed "$SEED" \
@@ -47,7 +64,7 @@ case "$job" in
       boltzoo sft math-v0 --model smollm2-135m --demos "$DEMO_DIR/demos.jsonl" \
         --output-dir "$DEMO_DIR/sft" --env-kwargs "$ENV_KWARGS" --seed "$SEED" \
         --epochs 1 --batch-size 4 --lr 5e-4 --lora-r 16 --lora-alpha 32 \
-        --eval-tasks 100 --max-new-tokens 48
+        --eval-tasks 100 --max-new-tokens 48 "${PROGRAM[@]}"
     fi
     boltzoo train math-v0 --model smollm2-135m --init-from "$DEMO_DIR/sft" \
       --output-dir "$DEMO_DIR/rl" --resume --env-kwargs "$ENV_KWARGS" --seed "$SEED" \
@@ -55,7 +72,7 @@ case "$job" in
       --tasks-per-step 8 --group-size 4 --max-new-tokens 48 --temperature 1.0 --lr 1e-4 \
       --lora-r 16 --lora-alpha 32 \
       --sampler copy --sampler-precision bf16 --precision bf16 \
-      --eval-every 5 --eval-tasks 100 --save-every 5 "${@:2}"
+      --eval-every 5 --eval-tasks 100 --save-every 5 "${RL_PROGRAM[@]}" "${@:2}"
     boltzoo plot "$DEMO_DIR/sft" >/dev/null
     boltzoo plot "$DEMO_DIR/rl"
     python - "$DEMO_DIR" <<'PY'

@@ -10,8 +10,11 @@ after another, each to its own session, for ``--seconds``. Reported: requests/s,
 latency, resident memory of the gateway's process at the start and the end (sampled every 10 s),
 and, from the JSON-lines file the gateway records to (``record_to``), that every answered request
 is recorded exactly once. Then 1,000 malformed requests (bad JSON, known fields of the wrong
-type, bodies over the limit, bodies sent slowly, clients that hang up mid-body), each of which
-must get its 4xx status, and a last good request that must still be answered.
+type, sampling fields out of range or NaN, a lone surrogate escape, nesting 50k-100k levels
+deep, bodies over the limit, bodies sent slowly, clients that hang up mid-body), each of which
+must get its 4xx status, and a last good request that must still be answered; then 20
+connections whose bodies never finish, each of which must get 408 (``body_timeout_s``) while a
+normal request is served.
 
 ``--baseline-commit REV`` runs the same load first against the gateway of that commit (as it
 was: no ``record_to``, so no record check) for ``--baseline-seconds``, for a ratio in the same
@@ -63,7 +66,7 @@ def serve(gateway_file: str | None, record_to: str | None) -> None:
     tokenizer = AutoTokenizer.from_pretrained(smollm2_tokenizer_dir())
     answer = tokenizer.decode(list(range(1000, 1000 + ANSWER_TOKENS)))
     policy = ScriptedPolicy(lambda turn: answer, tokenizer, name="soak")
-    options = {"max_body_bytes": 100_000}
+    options = {"max_body_bytes": 1_000_000}
     if record_to:
         options["record_to"] = record_to
     with gateway_class(policy, **options) as gateway:
@@ -203,6 +206,66 @@ def http_post(body: bytes, content_length: int | None = None) -> bytes:
     )
 
 
+_X = b'[{"role": "user", "content": "x"}]'
+# bodies that once got 200 (the sampling ranges) or 500 (a tokenizer's TypeError on a lone
+# surrogate, a RecursionError on deep nesting): each must be a 400
+MALFORMED_BODIES = {
+    "max_tokens 0": b'{"max_tokens": 0, "messages": ' + _X + b"}",
+    "max_tokens -5": b'{"max_tokens": -5, "messages": ' + _X + b"}",
+    "temperature -3": b'{"temperature": -3, "messages": ' + _X + b"}",
+    "temperature NaN": b'{"temperature": NaN, "messages": ' + _X + b"}",
+    "lone surrogate": b'{"messages": [{"role": "user", "content": "\\ud800"}]}',
+    "50k levels in content": b'{"messages": [{"role": "user", "content": '
+    + b"[" * 50_000
+    + b"]" * 50_000
+    + b"}]}",
+    "100k levels in tools": b'{"messages": '
+    + _X
+    + b', "tools": '
+    + b"[" * 100_000
+    + b"]" * 100_000
+    + b"}",
+    "deep unknown field": b'{"messages": '
+    + _X
+    + b', "extra": '
+    + b"[" * 50_000
+    + b"]" * 50_000
+    + b"}",
+}
+
+
+def stalled(port: int, connections: int = 20) -> dict:
+    """Open ``connections`` requests whose bodies never finish; return how long the gateway
+    held them (each must get 408; 0: still open after 30 s) and whether a normal request was
+    served meanwhile."""
+    good = json.dumps({"messages": [{"role": "user", "content": "hi"}]}).encode()
+    started = time.perf_counter()
+    sockets = []
+    for _ in range(connections):
+        sock = socket.create_connection(("127.0.0.1", port), timeout=60)
+        sock.sendall(http_post(b'{"messages"', content_length=1000))
+        sockets.append(sock)
+    served = raw_request(port, http_post(good)) == 200
+    served_after = time.perf_counter() - started
+    statuses, held = [], []
+    for sock in sockets:
+        sock.settimeout(max(0.1, 30 - (time.perf_counter() - started)))
+        try:
+            reply = sock.recv(200)
+            statuses.append(int(reply.split()[1]) if reply else 0)
+        except TimeoutError:  # still held open after 30 s
+            statuses.append(0)
+        held.append(time.perf_counter() - started)
+        sock.close()
+    return {
+        "connections": connections,
+        "statuses": sorted(set(statuses)),
+        "held_max_s": max(held),
+        "normal_request_served": served,
+        "normal_request_s": served_after,
+    }
+
+
 def malformed(port: int, count: int = 1000) -> dict:
     good = json.dumps({"messages": [{"role": "user", "content": "hi"}]}).encode()
     kinds = [
@@ -218,6 +281,10 @@ def malformed(port: int, count: int = 1000) -> dict:
         ("over the limit", lambda: raw_request(port, http_post(b"x" * 200, 10_000_000)), 413),
         ("slow body", lambda: raw_request(port, http_post(good), pause_s=0.2), 200),
         ("hang up mid-body", lambda: raw_request(port, http_post(good), hang_up=True), 0),
+        *[
+            (name, lambda body=body: raw_request(port, http_post(body)), 400)
+            for name, body in MALFORMED_BODIES.items()
+        ],
     ]
     results: dict[str, dict] = {name: {"right": 0, "wrong": 0} for name, _, _ in kinds}
     for i in range(count):
@@ -244,6 +311,7 @@ def run(label: str, gateway_file: str | None, clients: int, seconds: float) -> d
         result = load(port, process.pid, clients, seconds)
         answered = result.pop("answered")
         result["malformed"] = malformed(port)
+        result["stalled_bodies"] = stalled(port)
     finally:
         process.stdin.close()
         process.wait(timeout=120)
@@ -256,7 +324,8 @@ def run(label: str, gateway_file: str | None, clients: int, seconds: float) -> d
         f"{result['p50_ms']:.0f} ms, p99 {result['p99_ms']:.0f} ms, resident memory "
         f"{result['rss_start_mib']:.0f} -> {result['rss_end_mib']:.0f} MiB (max "
         f"{result['rss_max_mib']:.0f}); records lost {result.get('lost', '-')}, duplicated "
-        f"{result.get('duplicated', '-')}; malformed {result['malformed']}",
+        f"{result.get('duplicated', '-')}; malformed {result['malformed']}; stalled bodies "
+        f"{result['stalled_bodies']}",
         flush=True,
     )
     return result
