@@ -1,6 +1,6 @@
 // An agent program in JavaScript, with nothing but Node's own fetch (Node 18+, no npm package).
 //
-//     boltzoo rollout sql-v0 --agent-command "node examples/agent_programs/agent.mjs"
+//     boltzoo eval sql-v0 --episodes 8 --agent-command "node examples/agent_programs/agent.mjs"
 //
 // It reads its task and the env's tools from the rollout (GET $BOLTZOO_ROLLOUT_URL), calls the
 // model through the OpenAI-compatible gateway ($OPENAI_BASE_URL/chat/completions, with

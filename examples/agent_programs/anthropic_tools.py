@@ -1,6 +1,7 @@
 """An agent program on the Anthropic SDK alone, with the env's tools as Anthropic tools.
 
-    boltzoo rollout sql-v0 --agent-command "python examples/agent_programs/anthropic_tools.py"
+    boltzoo eval sql-v0 --episodes 8 \\
+        --agent-command "python examples/agent_programs/anthropic_tools.py"
 
 The Anthropic SDK reads ANTHROPIC_BASE_URL and ANTHROPIC_API_KEY from the environment (the
 gateway session of this turn, served by boltzoo's Messages API); the task and the env's tools

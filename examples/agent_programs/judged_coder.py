@@ -1,6 +1,6 @@
 """An agent program that judges its own answers: it writes code, runs its tests, reports a reward.
 
-    boltzoo rollout prompts-v0 --agent-command "python examples/agent_programs/judged_coder.py"
+    boltzoo eval prompts-v0 --agent-command "python examples/agent_programs/judged_coder.py"
 
 prompts-v0 judges nothing itself: it pays the reward the agent reports (POST
 $BOLTZOO_ROLLOUT_URL/reward). This program asks the model for a Python function, runs the

@@ -1,7 +1,9 @@
 """An agent program on the OpenAI SDK alone, with the env's tools as function tools.
 
-    boltzoo rollout sql-v0 --agent-command "python examples/agent_programs/openai_tools.py"
-    boltzoo rollout math-v0 --agent-command "python examples/agent_programs/openai_tools.py --mcp"
+    boltzoo eval sql-v0 --episodes 8 \\
+        --agent-command "python examples/agent_programs/openai_tools.py"
+    boltzoo eval math-v0 --episodes 8 \\
+        --agent-command "python examples/agent_programs/openai_tools.py --mcp"
 
 It plays any agent of any env: it reads its task and the env's tools from the rollout
 (GET $BOLTZOO_ROLLOUT_URL), calls the model through the OpenAI SDK (OPENAI_BASE_URL and

@@ -1,7 +1,7 @@
 """The smallest agent program: the env's chat to the model, the model's reply as the answer.
 
-    boltzoo rollout math-v0 --model smollm2-135m --agent-command "python solver.py"
-    boltzoo train math-v0 --agent-command "python examples/agent_programs/solver.py" ...
+    boltzoo eval math-v0 --episodes 20 --agent-command "python examples/agent_programs/solver.py"
+    boltzoo train math-v0 --lora-r 16 --agent-command "python examples/agent_programs/solver.py" ...
 
 It uses the OpenAI SDK and nothing of boltzoo: the SDK reads OPENAI_BASE_URL and OPENAI_API_KEY
 from the environment (the gateway session of this turn), BOLTZOO_TASK holds the turn's

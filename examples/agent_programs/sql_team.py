@@ -1,8 +1,8 @@
 """One agent program, two roles: a SQL writer and a checker that reviews its query.
 
-    boltzoo rollout sql-v0 -e agents='["writer"]' \\
+    boltzoo eval sql-v0 -e agents='["writer"]' --episodes 8 \\
         --agent-command "python examples/agent_programs/sql_team.py"
-    boltzoo train sql-v0 -e agents='["writer"]' --agent-roles '["checker"]' \\
+    boltzoo train sql-v0 --env-kwargs '{"agents": ["writer"]}' --agent-roles '["checker"]' \\
         --train-agents '["writer"]' --agent-command "python examples/agent_programs/sql_team.py"
 
 It plays sql-v0's writer. Each model call is made as a role, named in its URL:
