@@ -1,7 +1,8 @@
 """Policies: the Policy protocol, model backends, and scripted policies.
 
 Model backends import torch and transformers only when used: ``load_policy``,
-``TransformersPolicy`` and the ``Gateway`` are imported lazily.
+``TransformersPolicy``, the ``Gateway`` and the agent programs' ``AgentCommand`` and
+``AgentService`` are imported lazily.
 """
 
 from typing import Any
@@ -11,6 +12,8 @@ from boltzoo.agents.scripted import SCRIPTED_POLICIES, NaivePolicy, OraclePolicy
 
 __all__ = [
     "SCRIPTED_POLICIES",
+    "AgentCommand",
+    "AgentService",
     "FunctionPolicy",
     "Gateway",
     "NaivePolicy",
@@ -34,6 +37,10 @@ def __getattr__(name: str) -> Any:
         from boltzoo.agents.gateway import Gateway
 
         return Gateway
+    if name in ("AgentCommand", "AgentService"):
+        from boltzoo.agents import programs
+
+        return getattr(programs, name)
     if name == "TransformersPolicy":
         from boltzoo.agents.transformers_policy import TransformersPolicy
 

@@ -375,3 +375,11 @@ def test_a_hub_beyond_loopback_needs_a_key(smollm2_tokenizer):
     with Gateway(ScriptedPolicy(["x"], smollm2_tokenizer)) as gateway:
         with pytest.raises(ValueError, match="needs an api_key"):
             AgentHub(gateway, host="0.0.0.0")
+
+
+def test_the_program_policies_are_importable_from_boltzoo_agents():
+    import boltzoo.agents
+
+    assert boltzoo.agents.AgentCommand is AgentCommand
+    assert boltzoo.agents.AgentService is AgentService
+    assert {"AgentCommand", "AgentService"} <= set(boltzoo.agents.__all__)
