@@ -58,7 +58,9 @@ text, or None).
 * ``split``: ``"train"`` (default) or ``"test"``; disjoint, sharing templates.
 * ``dataset``: ``"generated"`` (default), ``"gsm8k"`` (jsonl with ``question`` and ``answer``
   ending ``#### N``) or ``"calcx"`` (Calc-X jsonl with ``question`` and ``result``), the last two
-  read from ``path``; a file is one split: all its rows, in file order.
+  read from ``path``: all of a file's rows, in file order. ``path`` is one file, the
+  ``"train"`` split only, or ``{"train": FILE, "test": FILE}``: asking for a split it does not
+  name is an error, never the training file.
 * ``data_seed``: the generator's seed (default 0): another seed, other problems.
 * ``agents``, ``max_turns`` (default 6), ``tool_reward``, ``tool_reward_on_success``,
   ``format_reward``, ``render_mode``
@@ -101,6 +103,7 @@ from boltzoo.envs.base import (
     ToolSpec,
     string_parameters,
 )
+from boltzoo.envs.data.files import split_source
 from boltzoo.envs.data.math_tasks import MathTask, generate_tasks, load_calcx, load_gsm8k
 from boltzoo.envs.protocol import parse_verdict
 from boltzoo.envs.tools.calculator import CalcResult, evaluate, find_calls
@@ -160,7 +163,7 @@ class raw_env(LLMTurnEnv):
         level: str = "easy",
         split: str | None = None,
         dataset: str = "generated",
-        path: str | os.PathLike | None = None,
+        path: str | os.PathLike | dict[str, str | os.PathLike] | None = None,
         data_seed: int = 0,
         agents: Sequence[str] = (SOLVER,),
         max_turns: int = 6,
@@ -301,6 +304,10 @@ class raw_env(LLMTurnEnv):
 
     # --- scripted policies (tests and baselines) -------------------------------------------
 
+    def gold_texts(self) -> list[str]:
+        """Return the gold answer (the task as first shown must not hold it)."""
+        return [self.current_task.answer]
+
     def oracle_action(self, agent: str) -> str:
         """Return the action of an agent that knows the gold answer (reads the task, not obs)."""
         task: MathTask = self.current_task
@@ -325,7 +332,7 @@ class raw_env(LLMTurnEnv):
 
 
 def load_math_tasks(
-    dataset: str, level: str, split: str | None, path: str | os.PathLike | None, data_seed: int
+    dataset: str, level: str, split: str | None, path: Any, data_seed: int
 ) -> list[MathTask]:
     """Return the tasks of a math-v0 data set: the generated split or a user's file."""
     if dataset == "generated":
@@ -342,10 +349,9 @@ def load_math_tasks(
         )
     if path is None:
         raise DatasetError(f"dataset={dataset!r} reads a local jsonl file: pass path=FILE")
-    if split not in (None, "train", "test"):
-        raise DatasetError(f"a {dataset} file is one split; got split={split!r}")
+    file = split_source(path, split, f"math-v0 {dataset} path=")
     try:
-        return loaders[dataset](path)
+        return loaders[dataset](file)
     except ValueError as error:
         raise DatasetError(str(error)) from None
 

@@ -14,11 +14,13 @@ checks: unit tests in its own sandbox, a judge model, a user's rating) reports t
 its answer, and LightningRL learns from it. Every other env here judges its own tasks and takes
 no reward from agents. Create it with every argument at its default::
 
-    env = boltzoo.make("boltzoo/prompts-v0", rows=EXAMPLE_TASKS, split="train",
+    env = boltzoo.make("boltzoo/prompts-v0", rows=EXAMPLE_ROWS, split="train",
                        success_at=1.0, max_turns=1, prompts=None)
 
-Without ``rows`` it plays ``EXAMPLE_TASKS`` (``boltzoo/envs/data/prompts_example.jsonl``):
-eight small Python functions to write, each row with the ``tests`` an agent can run itself to
+Without ``rows`` it plays ``EXAMPLE_ROWS``: the rows of ``EXAMPLE_TASKS``
+(``boltzoo/envs/data/prompts_example.jsonl``) as both its ``"train"`` and its ``"test"`` split,
+said so explicitly (a demonstration, not a held-out benchmark): eight small Python functions to
+write, each row with the ``tests`` an agent can run itself to
 judge its answer (``examples/agent_programs/judged_coder.py`` does, and reports the fraction of
 tests that pass).
 
@@ -47,12 +49,12 @@ finished episode's infos). ``infos`` hold ``score``, ``success`` and ``reported_
 
 ## Arguments
 
-* ``rows``: the tasks (default ``EXAMPLE_TASKS``): a JSONL (or JSON list) file, a list of
+* ``rows``: the tasks (default ``EXAMPLE_ROWS``): a JSONL (or JSON list) file, a list of
   rows, or ``{"train": ..., "test": ...}`` (the same for each split). A row is
   ``{"prompt": str}`` with optional ``id`` (default: its index) and ``system``; other fields
   are kept in ``env.unwrapped.tasks[i].row``.
-* ``split``: which split of a ``{split: rows}`` mapping to play (a single list or file serves
-  every split).
+* ``split``: which split of a ``{split: rows}`` mapping to play; a single list or file is the
+  ``"train"`` split only (asking it for ``"test"`` is an error, never the training rows).
 * ``success_at``: the reported reward that counts as a success (default 1.0).
 * ``max_turns`` (default 1), ``prompts`` (``{"agent": system prompt}``), ``render_mode``,
   ``max_action_chars``.
@@ -65,18 +67,17 @@ finished episode's infos). ``infos`` hold ``score``, ``success`` and ``reported_
 from __future__ import annotations
 
 import math
-import os
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from boltzoo.envs.base import DEFAULT_MAX_ACTION_CHARS, LLMTurnEnv, OrderEnforcing
-from boltzoo.envs.data.files import existing_file, jsonl_rows, read_json_list, required_text
+from boltzoo.envs.data.files import located_rows, required_text, split_source
 from boltzoo.errors import DatasetError
 
 AGENT = "agent"
 EXAMPLE_TASKS = str(Path(__file__).parent / "data" / "prompts_example.jsonl")
+EXAMPLE_ROWS = {"train": EXAMPLE_TASKS, "test": EXAMPLE_TASKS}  # a demonstration: no held-out set
 
 
 @dataclass(frozen=True)
@@ -91,27 +92,9 @@ class PromptTask:
 
 def load_prompt_tasks(rows: Any, split: str) -> list[PromptTask]:
     """Return the tasks of ``split`` from a file, a list of rows or a ``{split: ...}`` map."""
-    if isinstance(rows, Mapping):
-        if split not in rows:
-            raise DatasetError(f"prompts-v0: no split {split!r} in rows (it has {sorted(rows)})")
-        rows = rows[split]
-    if isinstance(rows, str | os.PathLike):  # (where, row) for each row
-        path = existing_file(rows, "prompts-v0 tasks")
-        if str(path).endswith(".jsonl"):
-            located = [(f"{path}, line {line}", row) for line, _, row in jsonl_rows(path)]
-        else:
-            located = [(f"{path}, row {i}", row) for i, row in enumerate(read_json_list(path))]
-    elif isinstance(rows, Sequence):
-        located = [(f"rows[{i}]", row) for i, row in enumerate(rows)]
-    else:
-        raise DatasetError(
-            "prompts-v0 needs rows=: a JSONL file, a list of {'prompt': ...} rows, or "
-            "{'train': ..., 'test': ...}"
-        )
+    located = located_rows(split_source(rows, split, "prompts-v0 rows="), "prompts-v0 tasks")
     tasks, seen = [], set()
     for index, (where, row) in enumerate(located):
-        if not isinstance(row, dict):
-            raise DatasetError(f"{where}: a task is a JSON object with a 'prompt'")
         task_id = str(row.get("id", index))
         if task_id in seen:
             raise DatasetError(f"{where}: the id {task_id!r} is used twice")
@@ -137,7 +120,7 @@ class raw_env(LLMTurnEnv):
     def __init__(
         self,
         *,
-        rows: Any = EXAMPLE_TASKS,
+        rows: Any = EXAMPLE_ROWS,
         split: str = "train",
         success_at: float = 1.0,
         max_turns: int = 1,

@@ -42,12 +42,14 @@ supporting passage a search brings in for the first time; it never changes ``sco
 
 * ``dataset``: ``"generated"`` (default: a bundled corpus of fictional people, organisations,
   places and works, with 2- and 3-hop questions no model can answer from memory),
-  ``"musique"`` (MuSiQue jsonl at ``path``), ``"hotpotqa"`` (HotpotQA json at ``path``); a file
-  is one split: all rows, in order. ``shared_corpus`` (files only; default False): every
+  ``"musique"`` (MuSiQue jsonl at ``path``), ``"hotpotqa"`` (HotpotQA json at ``path``): all
+  of a file's rows, in order. ``path`` is one file, the ``"train"`` split only, or
+  ``{"train": FILE, "test": FILE, ...}``: asking for a split it does not name is an error,
+  never the training file. ``shared_corpus`` (files only; default False): every
   question's own paragraphs form its corpus, or all paragraphs one shared corpus.
 * ``corpus``: a jsonl file of passages (``id``, ``title``, ``text``) searched instead of the data
   set's own corpus.
-* ``split``: generated: ``"train"`` or ``"test"``.
+* ``split``: generated: ``"train"`` or ``"test"``; files: a split ``path`` names.
 * ``hops``: keep only the questions of that many hops (an int, or several: ``(2, 3)``); default
   all. ``hops=2`` is the easier curriculum (one search after the question's own entity); a
   file row's hop count is its number of supporting paragraphs.
@@ -77,6 +79,7 @@ from boltzoo.envs.base import (
     ToolSpec,
     string_parameters,
 )
+from boltzoo.envs.data.files import split_source
 from boltzoo.envs.data.rag_tasks import (
     RAGDataset,
     RAGTask,
@@ -130,7 +133,7 @@ class raw_env(LLMTurnEnv):
         dataset: str = "generated",
         split: str | None = None,
         hops: int | Sequence[int] | None = None,
-        path: str | os.PathLike | None = None,
+        path: str | os.PathLike | dict[str, str | os.PathLike] | None = None,
         corpus: str | os.PathLike | None = None,
         shared_corpus: bool = False,
         agents: Sequence[str] = (SEARCHER, ANSWERER),
@@ -281,6 +284,10 @@ class raw_env(LLMTurnEnv):
 
     # --- scripted policies (tests and baselines) -------------------------------------------
 
+    def gold_texts(self) -> list[str]:
+        """Return the gold answer (the question must not hold it; retrieved passages do)."""
+        return [self.current_task.answer]
+
     def oracle_action(self, agent: str) -> str:
         """Return the action of an agent that knows the gold data (reads the task, not obs)."""
         task: RAGTask = self.current_task
@@ -310,9 +317,7 @@ def _with_corpus(task: RAGTask, corpus_id: str) -> RAGTask:
     return replace(task, corpus_id=corpus_id)
 
 
-def load_rag_dataset(
-    dataset: str, split: str | None, path: str | os.PathLike | None, shared_corpus: bool
-) -> RAGDataset:
+def load_rag_dataset(dataset: str, split: str | None, path: Any, shared_corpus: bool) -> RAGDataset:
     """Return the tasks and corpora of a rag-v0 data set."""
     try:
         if dataset == "generated":
@@ -323,9 +328,8 @@ def load_rag_dataset(
         if dataset in loaders:
             if path is None:
                 raise DatasetError(f"dataset={dataset!r} reads a local file: pass path=FILE")
-            if split not in (None, "train", "test", "dev"):
-                raise DatasetError(f"a {dataset} file is one split; got split={split!r}")
-            return loaders[dataset](path, shared_corpus=shared_corpus)
+            file = split_source(path, split, f"rag-v0 {dataset} path=")
+            return loaders[dataset](file, shared_corpus=shared_corpus)
     except DatasetError:
         raise
     except ValueError as error:

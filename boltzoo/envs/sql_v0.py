@@ -331,6 +331,10 @@ class raw_env(LLMTurnEnv):
 
     # --- scripted policies (tests and baselines) -------------------------------------------
 
+    def gold_texts(self) -> list[str]:
+        """Return the gold query (the task as first shown must not hold it)."""
+        return [self.current_task.gold_sql]
+
     def oracle_action(self, agent: str) -> str:
         """Return the action of an agent that knows the gold query (reads the task, not obs)."""
         task: SQLTask = self.current_task

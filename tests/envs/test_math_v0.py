@@ -85,6 +85,14 @@ def test_oracle_scores_one_on_a_gsm8k_file(tmp_path):
         progress=False,
     )
     assert [e.score for e in episodes] == [1.0, 1.0, 1.0]
+    # One file is the train split only: the trainer's evaluation (split="test") never plays it.
+    with pytest.raises(DatasetError, match="'train' split only"):
+        boltzoo.make("math-v0", dataset="gsm8k", path=str(path), split="test")
+    held_out = tmp_path / "held_out.jsonl"
+    held_out.write_text(json.dumps(rows[2]) + "\n")
+    files = {"train": str(path), "test": str(held_out)}
+    test = boltzoo.make("math-v0", dataset="gsm8k", path=files, split="test").unwrapped
+    assert [t.question for t in test.tasks] == [rows[2]["question"]]
 
 
 def test_seed_picks_the_same_task_and_options_pick_by_index():

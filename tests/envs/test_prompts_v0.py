@@ -53,6 +53,9 @@ def test_rows_from_a_list_a_file_or_splits(tmp_path):
     assert boltzoo.make("prompts-v0", rows=both, split="test").unwrapped.num_tasks == 1
     with pytest.raises(DatasetError, match="no split 'dev'"):
         boltzoo.make("prompts-v0", rows=both, split="dev")
+    # one file is the train split only: an evaluation on "test" never plays the training rows
+    with pytest.raises(DatasetError, match="'train' split only"):
+        boltzoo.make("prompts-v0", rows=str(path), split="test")
 
 
 @pytest.mark.parametrize(
@@ -63,7 +66,7 @@ def test_rows_from_a_list_a_file_or_splits(tmp_path):
         (["just a string"], "JSON object"),
         ([{"prompt": "p", "system": 3}], "'system' must be text"),
         ([], "holds no tasks"),
-        (42, "needs rows="),
+        (42, "expected a JSONL file, a JSON-list file or a list of rows"),
     ],
 )
 def test_bad_rows_are_clear_errors(rows, words):

@@ -63,6 +63,10 @@ def test_oracle_scores_one_on_a_musique_file(musique_file):
             progress=False,
         )
         assert [e.score for e in episodes] == [1.0, 1.0]
+    with pytest.raises(DatasetError, match="'train' split only"):
+        boltzoo.make("rag-v0", dataset="musique", path=str(musique_file), split="test")
+    files = {"train": str(musique_file), "dev": str(musique_file)}
+    assert boltzoo.make("rag-v0", dataset="musique", path=files, split="dev").unwrapped.num_tasks
 
 
 def test_answerer_sees_retrieved_passages_verbatim_and_is_scored_by_f1(musique_file):

@@ -15,8 +15,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from boltzoo.errors import DatasetError
 
@@ -25,9 +26,11 @@ __all__ = [
     "existing_file",
     "hash_split",
     "jsonl_rows",
+    "located_rows",
     "read_json_list",
     "required_text",
     "short_digest",
+    "split_source",
 ]
 
 
@@ -162,3 +165,65 @@ def hash_split(text: str, *, test: int, out_of: int) -> str:
         out_of (int): The modulus.
     """
     return "test" if int(_sha256_hex(text), 16) % out_of < test else "train"
+
+
+def split_source(source: Any, split: str | None, what: str) -> Any:
+    """Return the part of a user's data ``source`` that holds ``split``.
+
+    Splits are explicit: a ``{split: source}`` mapping holds the splits it names; a single
+    source (one file, one list of rows) is the ``"train"`` split and nothing else, so that an
+    evaluation asking for ``"test"`` can never play the training rows.
+
+    Args:
+        source (Any): A file path, a list of rows, or a ``{split: file or rows}`` mapping.
+        split (str | None): The split asked for (None: ``"train"``).
+        what (str): What the data is, for the message (``"math-v0 path="``).
+
+    Raises:
+        DatasetError: The split is not in the mapping, or a single source is asked for another
+            split than ``"train"`` (the message says how to name a file's split).
+    """
+    split = split or "train"
+    if isinstance(source, Mapping):
+        if split not in source:
+            raise DatasetError(
+                f"{what}: no split {split!r} (it has {', '.join(map(repr, source))})"
+            )
+        return source[split]
+    if split != "train":
+        raise DatasetError(
+            f"{what}: split {split!r} asked for, but one file or list of rows is the 'train' "
+            f"split only (never played as {split!r}); name each file's split: "
+            f"{{'train': ..., {split!r}: ...}}"
+        )
+    return source
+
+
+def located_rows(source: Any, what: str) -> list[tuple[str, dict]]:
+    """Return ``(where, row)`` for each row of a JSONL file, a JSON-list file or a list of dicts.
+
+    Args:
+        source (Any): A path (``.jsonl``: a JSON object a line; else a JSON list) or a sequence.
+        what (str): What the rows are, for messages (``"TaskEnv tasks"``).
+
+    Raises:
+        FileNotFoundError: The file is missing.
+        DatasetError: A row is not a JSON object, or ``source`` is neither a file nor a list.
+    """
+    if isinstance(source, str | os.PathLike):
+        path = existing_file(source, what)
+        if str(path).endswith(".jsonl"):
+            located = [(f"{path}, line {line}", row) for line, _, row in jsonl_rows(path)]
+        else:
+            located = [(f"{path}, row {i}", row) for i, row in enumerate(read_json_list(path))]
+    elif isinstance(source, Sequence) and not isinstance(source, str | bytes):
+        located = [(f"rows[{i}]", row) for i, row in enumerate(source)]
+    else:
+        raise DatasetError(
+            f"{what}: expected a JSONL file, a JSON-list file or a list of rows, got "
+            f"{type(source).__name__}"
+        )
+    for where, row in located:
+        if not isinstance(row, dict):
+            raise DatasetError(f"{where}: a row is a JSON object, got {type(row).__name__}")
+    return located
