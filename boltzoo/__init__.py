@@ -9,7 +9,7 @@ for agent in env.agent_iter():
 """
 
 from boltzoo.episode import Completion, Episode, Step, load_episodes, save_episodes
-from boltzoo.registration import make, make_gym, register_envs, registered_envs
+from boltzoo.registration import make, make_gym, register, register_envs, registered_envs
 from boltzoo.rollout import rollout
 
 __version__ = "0.1.0"
@@ -24,6 +24,7 @@ __all__ = [
     "load_episodes",
     "make",
     "make_gym",
+    "register",
     "register_envs",
     "registered_envs",
     "rollout",

@@ -596,6 +596,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("envs", help="list the registered envs")
 
+    check = sub.add_parser(
+        "check", help="check an env against boltzoo's env contract (boltzoo.envs.check_env)"
+    )
+    check.add_argument("env", help="env id, or module:callable")
+    check.add_argument("--episodes", type=int, default=4, help="tasks each scripted policy plays")
+    check.add_argument(
+        "-e",
+        "--env-arg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="env keyword argument (repeatable)",
+    )
+
     ev = sub.add_parser("eval", help="evaluate a policy on an env's tasks")
     _play_arguments(ev, split="test")
 
@@ -695,15 +709,34 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def cmd_check(args: argparse.Namespace) -> int:
+    """``boltzoo check``: run check_env on an env; print what passed, or every problem."""
+    from boltzoo.envs.contract import EnvCheckError, check_env
+
+    env_id = resolve_env_id(args.env)
+    try:
+        passed = check_env(env_id, episodes=args.episodes, **parse_env_kwargs(args.env_arg))
+    except EnvCheckError as error:
+        print(f"boltzoo: {error}", file=sys.stderr)
+        return 1
+    print("\n".join([f"{env_id} keeps the env contract:", *(f"  ok {line}" for line in passed)]))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``boltzoo`` command line; return its exit status."""
     args = build_parser().parse_args(argv)
     configure_from_env()
+    # "module:callable" env ids import from the working directory, as `python -m` and uvicorn
+    # do (Ray workers started from here inherit this path)
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     if args.command == "envs":
         print("\n".join(registered_envs()))
         return 0
     try:
         commands = {
+            "check": cmd_check,
             "serve": cmd_serve,
             "train": cmd_train,
             "sft": cmd_sft,

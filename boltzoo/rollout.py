@@ -31,7 +31,7 @@ from tqdm.auto import tqdm
 from boltzoo.agents.base import Policy, Turn, as_policy
 from boltzoo.episode import Completion, Episode
 from boltzoo.errors import MissingDependencyError
-from boltzoo.registration import make
+from boltzoo.registration import EnvSpec, ensure_registered, env_spec, make
 from boltzoo.tracing import completion_attributes, span_attributes, tracer
 
 
@@ -438,18 +438,20 @@ class RolloutWorker:
 
     def run(
         self,
-        env_id: str,
+        spec: EnvSpec,
         jobs: list[_Job],
         env_kwargs: dict[str, Any],
         num_envs: int | None,
         episode_timeout_s: float | None,
         greedy: bool,
     ) -> list[Episode]:
-        """Play ``jobs``; return their Episodes in order."""
+        """Play ``jobs`` of the env ``spec`` (registered here first: an env the driver
+        registered is unknown to a fresh worker); return their Episodes in order."""
+        ensure_registered(spec)
         policy_of = {agent: self.samplers[name] for agent, name in self.agents.items()}
         with greedy_sampling(self.samplers.values()) if greedy else contextlib.nullcontext():
             return run_jobs(
-                env_id,
+                spec.id,
                 policy_of,
                 jobs,
                 num_envs=num_envs,
@@ -589,6 +591,7 @@ class WorkerPool:
         """:func:`rollout` with the installed policies, on the workers (group ``g`` on worker
         ``g % size``); the lost workers' episodes come back failed. ``greedy`` decodes at
         temperature 0 for this rollout only."""
+        spec = env_spec(env_id)
         num_tasks = make(env_id, **env_kwargs).unwrapped.num_tasks
         jobs = _plan_jobs(episodes, tasks, group_size, seed, num_tasks)
         from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
@@ -598,7 +601,7 @@ class WorkerPool:
         ]
         pending = {
             self.workers[w].run.remote(
-                env_id, share, env_kwargs, num_envs, episode_timeout_s, greedy
+                spec, share, env_kwargs, num_envs, episode_timeout_s, greedy
             ): w
             for w, share in enumerate(shares)
             if share

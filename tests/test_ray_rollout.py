@@ -287,3 +287,31 @@ def test_an_agent_command_plays_on_workers_with_their_own_gateways_and_hubs(smol
     assert [summary(e) for e in there] == [summary(e) for e in here]
     calls = [c.response_token_ids for e in there for s in e.steps for c in s.action.inner_calls]
     assert len(calls) == 6 and all(calls)  # one model call per turn, recorded on a worker
+
+
+def _units_tasks_env(**kwargs):
+    """An env only this process knows: a TaskEnv built by a function of this test module."""
+    from boltzoo.envs import TaskEnv
+
+    rows = [{"id": str(n), "question": f"Double {n}.", "answer": str(2 * n)} for n in range(6)]
+    return TaskEnv(
+        tasks=rows,
+        reward=lambda parsed, answer: float(parsed == answer),
+        oracle="answer",
+        **kwargs,
+    )
+
+
+def test_an_env_registered_in_the_driver_plays_on_fresh_workers():
+    # Registered here after the workers' processes may exist: they learn it with their jobs.
+    boltzoo.register("tests/driver-only-v0", _units_tasks_env)
+    here = boltzoo.rollout(
+        "tests/driver-only-v0", {"agent": OraclePolicy()}, tasks=range(6), progress=False
+    )
+    there = boltzoo.rollout(
+        "tests/driver-only-v0", {"agent": OraclePolicy()}, tasks=range(6), workers=2,
+        progress=False,
+    )  # fmt: skip
+    assert [e.failed for e in there] == [False] * 6 and all(e.success for e in there)
+    assert [e.env_id for e in there] == ["tests/driver-only-v0"] * 6
+    assert [summary(e) for e in there] == [summary(e) for e in here]

@@ -49,3 +49,21 @@ def extract_sql(text: str) -> str:
         start = _SQL_START.search(text)
         sql = text[start.start() :] if start else text
     return sql.strip().rstrip(";").strip()
+
+
+def tagged_calls(text: str, tag: str) -> list[tuple[int, str]]:
+    """Return ``(position, content)`` of every closed ``<tag>...</tag>`` in ``text``, in order.
+
+    The content is stripped; tags may span lines; an unclosed tag ends the search. One pass
+    with ``str.find``: a lazy regex rescans the rest of the text from every unclosed tag
+    (33,333 of them took a minute).
+    """
+    opening, closing = f"<{tag}>", f"</{tag}>"
+    calls, start = [], 0
+    while (opened := text.find(opening, start)) >= 0:
+        closed = text.find(closing, opened + len(opening))
+        if closed < 0:
+            break
+        calls.append((opened, text[opened + len(opening) : closed].strip()))
+        start = closed + len(closing)
+    return calls
