@@ -29,7 +29,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium
+import gymnasium.error
 import pettingzoo
+import pettingzoo.env_registry.exceptions
 from pettingzoo import AECEnv
 
 from boltzoo.errors import UnknownEnvError, shorten
@@ -199,11 +201,11 @@ def env_spec(env_id: str) -> EnvSpec:
 
 
 def ensure_registered(spec: EnvSpec) -> None:
-    """Register ``spec`` here unless its id is (what a Ray worker does with its jobs' env)."""
+    """Register ``spec`` here as the driver has it (what a Ray worker does with its jobs' env:
+    a registration made or changed in the driver after the worker started reaches it)."""
     _load_entry_points()
-    if spec.id not in _SPECS:
-        _SPECS[spec.id] = spec
-        _register_with_pettingzoo_and_gymnasium(spec.id)
+    _register_with_pettingzoo_and_gymnasium(spec.id)
+    _SPECS[spec.id] = spec
 
 
 def make(env_id: str, **kwargs: Any) -> AECEnv:
@@ -251,12 +253,19 @@ def _register_with_pettingzoo_and_gymnasium(env_id: str) -> None:
             f"env id {env_id!r} is not [namespace/]name[-vN] (letters, digits, '_', '-', '.', "
             "':'), as PettingZoo and Gymnasium take ids"
         )
-    if env_id not in pettingzoo.aec_registry:
-        pettingzoo.register("aec", env_id, entry_point=_entry_point(env_id))
-    if env_id not in gymnasium.registry:
-        gymnasium.register(
-            id=env_id, entry_point="boltzoo.registration:make_gym", kwargs={"env_id": env_id}
-        )
+    try:
+        if env_id not in gymnasium.registry:
+            gymnasium.register(
+                id=env_id, entry_point="boltzoo.registration:make_gym", kwargs={"env_id": env_id}
+            )
+        if env_id not in pettingzoo.aec_registry:
+            pettingzoo.register("aec", env_id, entry_point=_entry_point(env_id))
+    except (
+        gymnasium.error.Error,
+        pettingzoo.env_registry.exceptions.PettingZooRegistryError,
+    ) as error:
+        # e.g. "o/x" after "o/x-v0": Gymnasium keeps one unversioned name per versioned one
+        raise ValueError(f"env id {env_id!r}: {error}") from None
 
 
 def register_envs() -> None:

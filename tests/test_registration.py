@@ -85,3 +85,17 @@ def test_an_installed_packages_entry_point_registers_its_env(tmp_path, monkeypat
         assert "tests/installed-v0" in boltzoo.registered_envs()
     assert boltzoo.make("tests/installed-v0").unwrapped.num_tasks == 7
     assert pettingzoo.make("aec", "tests/installed-v0").unwrapped.num_tasks == 7
+
+
+def test_a_workers_registration_follows_the_drivers_latest():
+    boltzoo.register("tests/changed-v0", "boltzoo.envs.tokens_v0:env", num_tasks=1)
+    newer = registration.EnvSpec("tests/changed-v0", "boltzoo.envs.tokens_v0:env", {"num_tasks": 9})
+    registration.ensure_registered(newer)  # what a worker does with a job's spec
+    assert boltzoo.make("tests/changed-v0").unwrapped.num_tasks == 9
+
+
+def test_an_id_gymnasium_cannot_take_is_a_clear_error_and_registers_nothing():
+    boltzoo.register("tests/twin-v0", "boltzoo.envs.tokens_v0:env")
+    with pytest.raises(ValueError, match="env id 'tests/twin'"):
+        boltzoo.register("tests/twin", "boltzoo.envs.tokens_v0:env")
+    assert "tests/twin" not in boltzoo.registered_envs()

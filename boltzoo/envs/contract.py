@@ -13,9 +13,10 @@ gives them all; :class:`~boltzoo.envs.TaskEnv` builds one from rows. Besides the
 * when an episode ends every agent's info holds ``success`` (bool) and ``score`` (a float in
   [0, 1]); ``episode`` records it all;
 * optional: ``oracle_action(agent)`` (``--policy oracle``: demonstrations for a warm start),
-  ``naive_action(agent)`` (``--policy naive``), ``gold_texts()`` (the current task's gold, which
-  the task as first shown must not hold; :func:`check_env` looks for it there: a tool's output
-  or an agent's answer may show it later).
+  ``naive_action(agent)`` (``--policy naive``), ``gold_texts()`` (the current task's gold:
+  :func:`check_env` looks for it, as a whole word of 4 characters or more, in what every agent
+  sees when all reply with nothing, system prompts aside; a tool's output or an agent's answer
+  may show it in a real episode).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import contextlib
 import io
 import json
 import math
+import re
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
@@ -103,14 +105,19 @@ def check_env(env: str | AECEnv, *, episodes: int = 4, seed: int = 0, **kwargs: 
         from boltzoo.registration import make
 
         env_id = env
+        kwargs.pop("split", None)  # both splits are tried
         try:
             env = make(env_id, split="train", **kwargs)
             passed.append("made with split='train'")
         except TypeError as error:
+            if "'split'" in str(error) and "keyword" in str(error):
+                raise EnvCheckError(
+                    f"{env_id}: the env does not take split= ({error}); the CLI and the trainer "
+                    "pass split= to every env"
+                ) from None
             raise EnvCheckError(
-                f"{env_id}: the env does not take split= ({error}); the CLI and the trainer "
-                "pass split= to every env"
-            ) from None
+                f"{env_id}: making the env raised {type(error).__name__}: {error}"
+            ) from error
         try:
             make(env_id, split="test", **kwargs).close()
             passed.append("made with split='test' (what evaluations ask for)")
@@ -154,7 +161,9 @@ def check_env(env: str | AECEnv, *, episodes: int = 4, seed: int = 0, **kwargs: 
         successes = 0
         for index in range(count):
             try:
-                episode = _play(env, raw, index, seed + index, act, problems)
+                episode = _play(
+                    env, raw, index, seed + index, act, problems, label == "an empty reply"
+                )
             except NotImplementedError as error:  # an oracle_action this env cannot play
                 passed.append(f"note: {label} cannot play: {error}")
                 break
@@ -218,9 +227,17 @@ def _check_tools(raw: Any, problems: list[str], passed: list[str]) -> None:
 
 
 def _play(
-    env: AECEnv, raw: Any, index: int, seed: int, act: Any, problems: list[str]
+    env: AECEnv,
+    raw: Any,
+    index: int,
+    seed: int,
+    act: Any,
+    problems: list[str],
+    look_for_gold: bool,
 ) -> Episode | None:
-    """Play task ``index`` with ``act``, checking every observation; return the episode."""
+    """Play task ``index`` with ``act``, checking every observation (for the gold too, when
+    ``look_for_gold``: with empty replies, where no agent's answer or tool output can hold it);
+    return the episode."""
     env.reset(seed=seed, options={"task_index": index})
     first = raw.observe(raw.agent_selection)
     env.reset(seed=seed, options={"task_index": index})
@@ -229,9 +246,9 @@ def _play(
     if raw.episode is None or raw.episode.task_index != index:
         problems.append(f"task {index}: reset(options={{'task_index': {index}}}) played another")
         return None
-    gold = [g for g in (raw.gold_texts() if hasattr(raw, "gold_texts") else []) if g]
-    gold = [g for g in gold if len(g) >= MIN_GOLD_CHARS]
-    for step in range(10_000):
+    gold = [str(g) for g in (raw.gold_texts() if hasattr(raw, "gold_texts") else []) if g]
+    gold = [g for g in gold if len(g) >= MIN_GOLD_CHARS] if look_for_gold else []
+    for _ in range(10_000):
         agent = env.agent_selection
         observation, _, termination, truncation, info = env.last()
         if termination or truncation:
@@ -239,8 +256,7 @@ def _play(
             if not env.agents:
                 break
             continue
-        # the gold may come later, in a tool's output or an agent's answer; never in the task
-        _check_observation(index, agent, observation, gold if step == 0 else [], problems)
+        _check_observation(index, agent, observation, gold, problems)
         env.step(act(agent))
     else:
         problems.append(f"task {index}: no end after 10,000 steps (is max_turns enforced?)")
@@ -286,7 +302,8 @@ def _check_observation(
                 "'content': str}"
             )
             return
-    for text in gold:
-        if any(text in m["content"] for m in messages):
+    for text in gold:  # as a whole word or number: "1000" is not in "10005"
+        pattern = re.compile(rf"(?<![\w.]){re.escape(text)}(?![\w]|\.\d)")
+        if any(pattern.search(m["content"]) for m in messages if m["role"] != "system"):
             problems.append(f"{where}: shows the gold {shorten(text, 60)}")
             return

@@ -51,12 +51,12 @@ def extract_sql(text: str) -> str:
     return sql.strip().rstrip(";").strip()
 
 
-def tagged_calls(text: str, tag: str) -> list[tuple[int, str]]:
-    """Return ``(position, content)`` of every closed ``<tag>...</tag>`` in ``text``, in order.
+def tagged_calls(text: str, tag: str) -> list[tuple[int, int, str]]:
+    """Return ``(start, end, content)`` of every closed ``<tag>...</tag>`` in ``text``, in order.
 
-    The content is stripped; tags may span lines; an unclosed tag ends the search. One pass
-    with ``str.find``: a lazy regex rescans the rest of the text from every unclosed tag
-    (33,333 of them took a minute).
+    ``start``/``end`` bound the whole call, tags included; the content is stripped; tags may
+    span lines; an unclosed tag ends the search. One pass with ``str.find``: a lazy regex
+    rescans the rest of the text from every unclosed tag (33,333 of them took a minute).
     """
     opening, closing = f"<{tag}>", f"</{tag}>"
     calls, start = [], 0
@@ -64,6 +64,6 @@ def tagged_calls(text: str, tag: str) -> list[tuple[int, str]]:
         closed = text.find(closing, opened + len(opening))
         if closed < 0:
             break
-        calls.append((opened, text[opened + len(opening) : closed].strip()))
         start = closed + len(closing)
+        calls.append((opened, start, text[opened + len(opening) : closed].strip()))
     return calls

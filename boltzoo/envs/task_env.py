@@ -81,6 +81,7 @@ tag syntax after the system message), ``max_tool_output_chars`` (default 2,000),
 
 from __future__ import annotations
 
+import copy
 import inspect
 import json
 import math
@@ -101,6 +102,8 @@ AGENT = "agent"
 # What a reward function may ask for besides the row's fields (these win over a field's name).
 EPISODE_ARGUMENTS = ("completion", "parsed", "task", "tool_calls", "transcript")
 _JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean"}
+_TOOL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
+_THOUSANDS = re.compile(r"[+-]?\d{1,3}(,\d{3})+(\.\d+)?")
 
 
 class RewardFunctionError(BoltzooError, TypeError):
@@ -138,13 +141,30 @@ class FunctionTool:
         """Return ``function`` as the tool ``name``; its schema from its hints and docstring."""
         if not callable(function):
             raise TypeError(f"the tool {name!r} must be a function, got {shorten(function)}")
-        hints = typing.get_type_hints(function)
+        if not _TOOL_NAME.fullmatch(name):
+            raise ValueError(
+                f"tool name {shorten(name)}: use letters, digits, '_' and '-' (up to 64, a "
+                "letter or '_' first): it is a tag for plain policies and a function name for "
+                "the others (a lambda needs tools={'name': fn})"
+            )
+        try:  # a partial or a callable object: its function's hints
+            hints = typing.get_type_hints(
+                getattr(function, "func", None)
+                or (function if inspect.isroutine(function) else type(function).__call__)
+            )
+        except Exception as error:  # an annotation that names what cannot be imported
+            raise TypeError(f"tool {name!r}: its type hints do not resolve ({error})") from None
         doc = inspect.getdoc(function) or ""
         described = dict(re.findall(r"^\s+(\w+)(?: \([^)]*\))?: (.+)$", doc, re.M))
         properties, required, kinds = {}, [], {}
         for parameter in inspect.signature(function).parameters.values():
             if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
                 continue
+            if parameter.kind is parameter.POSITIONAL_ONLY:
+                raise TypeError(
+                    f"tool {name!r}: parameter {parameter.name!r} is positional-only; a tool's "
+                    "arguments are given by name"
+                )
             kind = _plain_type(hints.get(parameter.name, str), f"tool {name!r}", parameter.name)
             kinds[parameter.name] = kind
             properties[parameter.name] = {"type": _JSON_TYPES[kind]}
@@ -163,12 +183,16 @@ class FunctionTool:
 
     def call(self, arguments: Mapping[str, Any]) -> tuple[str, bool]:
         """Run the tool; return its output as text and whether it ran without error."""
+        required = self.spec.parameters["required"]
         unknown = sorted(set(arguments) - set(self.types))
-        missing = [p for p in self.spec.parameters["required"] if p not in arguments]
+        missing = [p for p in required if p not in arguments]
         if unknown or missing:
             return f"error: {self.spec.name} takes {self.signature()}", False
         try:
-            values = {k: _convert(v, self.types[k]) for k, v in arguments.items()}
+            values = {
+                k: None if v is None and k not in required else _convert(v, self.types[k])
+                for k, v in arguments.items()
+            }
         except (TypeError, ValueError) as error:
             return f"error: {self.spec.name}: {error}", False
         try:
@@ -193,6 +217,8 @@ class FunctionTool:
                 return self.call(arguments)
         if len(self.types) == 1:
             return self.call({next(iter(self.types)): text})
+        if not self.types and not text:
+            return self.call({})
         return f"error: {self.spec.name} takes a JSON object: {self.signature()}", False
 
     def signature(self) -> str:
@@ -223,12 +249,23 @@ def _convert(value: Any, kind: type) -> Any:
         if str(value).strip().lower() in ("true", "false"):
             return str(value).strip().lower() == "true"
         raise ValueError(f"expected true or false, got {shorten(value, 40)}")
-    if isinstance(value, bool):
-        raise ValueError(f"expected a number, got {value}")
-    number = kind(value) if not isinstance(value, str) else kind(value.strip().replace(",", ""))
-    if isinstance(number, float) and not math.isfinite(number):
-        raise ValueError(f"expected a finite number, got {shorten(value, 40)}")
-    return number
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError(f"expected a number, got {shorten(value, 40)}")
+    if isinstance(value, str):
+        text = value.strip()
+        if _THOUSANDS.fullmatch(text):  # 1,250 but not 2,5 (a decimal comma is not ours to read)
+            text = text.replace(",", "")
+        try:
+            value = float(text) if kind is float or not text.lstrip("+-").isdigit() else int(text)
+        except ValueError:
+            raise ValueError(f"expected a number, got {shorten(value, 40)}") from None
+    if not math.isfinite(value):
+        raise ValueError(f"expected a finite number, got {value}")
+    if kind is int:
+        if value != int(value):
+            raise ValueError(f"expected a whole number, got {value}")
+        return int(value)
+    return float(value)
 
 
 @dataclass(frozen=True)
@@ -276,14 +313,20 @@ class RewardFunction:
     def __call__(self, arguments: Mapping[str, Any]) -> float:
         """Return the function's value on ``arguments`` (only those it asks for)."""
         given = arguments if self.asks is None else {k: arguments[k] for k in self.asks}
-        value = self.function(**given)
-        if isinstance(value, bool):
+        try:
+            value = self.function(**given)
+        except Exception as error:  # the user's bug: the episode fails, saying where
+            raise RewardFunctionError(
+                f"reward function {self.name!r} raised {type(error).__name__}: {error}"
+            ) from error
+        try:  # numbers, numpy scalars and one-element tensors
+            if isinstance(value, str | bytes) or value is None:
+                raise TypeError
             value = float(value)
-        if not isinstance(value, int | float) and not hasattr(value, "__float__"):
+        except (TypeError, ValueError):
             raise RewardFunctionError(
                 f"reward function {self.name!r} returned {shorten(value, 60)}, not a number"
-            )
-        value = float(value)
+            ) from None
         if not math.isfinite(value):
             raise RewardFunctionError(f"reward function {self.name!r} returned {value}")
         return value
@@ -294,7 +337,8 @@ def _fields_of(template: Any) -> set[str]:
     if not isinstance(template, str):
         return set()
     try:
-        return {name for _, name, _, _ in string.Formatter().parse(template) if name}
+        names = {name for _, name, _, _ in string.Formatter().parse(template) if name}
+        return {re.split(r"[.\[]", name)[0] for name in names}  # {answer[0]} names answer
     except ValueError as error:
         raise ValueError(
             f"prompt template {shorten(template, 60)}: {error} (write {{{{ for a literal brace)"
@@ -339,9 +383,16 @@ class TaskEnv(LLMTurnEnv):
         if isinstance(tools, Mapping):
             named_tools = dict(tools)
         else:
-            named_tools = {getattr(f, "__name__", repr(f)): f for f in tools or ()}
+            named_tools = {}
+            for function in tools or ():
+                name = getattr(function, "__name__", type(function).__name__)
+                if name in named_tools:
+                    raise ValueError(f"two tools are named {name!r}: give tools={{name: fn}}")
+                named_tools[name] = function
         self.function_tools = {n: FunctionTool.of(n, f) for n, f in named_tools.items()}
         systems = dict(system) if isinstance(system, Mapping) else dict.fromkeys(agents, system)
+        if set(systems) - set(agents):
+            raise ValueError(f"system= names {sorted(set(systems) - set(agents))}, not agents")
         # instance values of what LLMTurnEnv reads from the class of a bundled env
         self.agent_variants = (agents,)
         self.tools = tuple(t.spec for t in self.function_tools.values())
@@ -371,7 +422,14 @@ class TaskEnv(LLMTurnEnv):
         self.templates = self._templates(prompt, agents)
         self.oracle = oracle
 
-        functions = [reward] if callable(reward) else list(reward)
+        if callable(reward):
+            functions = [reward]
+        elif isinstance(reward, Sequence) and not isinstance(reward, str):
+            functions = list(reward)
+        else:
+            raise RewardFunctionError(
+                f"reward= takes a function or a list of functions, got {shorten(reward)}"
+            )
         if not functions:
             raise RewardFunctionError("TaskEnv needs at least one reward function")
         weights = [1.0] * len(functions) if weights is None else [float(w) for w in weights]
@@ -383,6 +441,12 @@ class TaskEnv(LLMTurnEnv):
         self.reward_functions = [
             RewardFunction.of(f, w, fields) for f, w in zip(functions, weights, strict=True)
         ]
+        # each function's value in infos["rewards"], under a name of its own
+        names = [fn.name for fn in self.reward_functions]
+        self.reward_names = [
+            n if names.count(n) == 1 else f"{n}_{names[:i].count(n) + 1}"
+            for i, n in enumerate(names)
+        ]
         if oracle is not None and not callable(oracle) and oracle not in fields:
             raise DatasetError(f"oracle={oracle!r} is not a field of every row")
 
@@ -392,6 +456,8 @@ class TaskEnv(LLMTurnEnv):
         if test_size is not None:
             if isinstance(source, Mapping):
                 raise DatasetError("test_size splits one file or list of rows, not a mapping")
+            if isinstance(test_size, bool):
+                raise DatasetError(f"test_size is a fraction or a count of 100, got {test_size}")
             out_of, test = (
                 (100, int(test_size))
                 if isinstance(test_size, int)
@@ -409,9 +475,18 @@ class TaskEnv(LLMTurnEnv):
                 raise DatasetError(f"{where}: the id {task_id!r} is used twice")
             seen.add(task_id)
             tasks.append(Task(task_id, dict(row)))
-        if test_size is not None:
+        if test_size is not None:  # by the row's id, or its content: never by its place
             tasks = [
-                t for t in tasks if hash_split(t.task_id, test=test, out_of=out_of) == self.split
+                t
+                for t in tasks
+                if hash_split(
+                    str(t.row[id_field])
+                    if id_field in t.row
+                    else json.dumps(t.row, sort_keys=True, default=str),
+                    test=test,
+                    out_of=out_of,
+                )
+                == self.split
             ]
         if not tasks:
             raise DatasetError(f"TaskEnv: split {self.split!r} holds no tasks")
@@ -420,6 +495,12 @@ class TaskEnv(LLMTurnEnv):
     def _templates(self, prompt: Any, agents: tuple[str, ...]) -> dict[str, Any]:
         """Return each agent's prompt template, checked against every row now."""
         templates = dict(prompt) if isinstance(prompt, Mapping) else dict.fromkeys(agents, prompt)
+        for agent, template in templates.items():
+            if not (isinstance(template, str) or callable(template)):
+                raise TypeError(
+                    f"the prompt of {agent!r} must be a template (str) or a function of the "
+                    f"row, got {shorten(template)}"
+                )
         missing = [a for a in agents if a not in templates]
         if missing:
             raise ValueError(f"prompt= has no template for the agents {missing}")
@@ -438,7 +519,13 @@ class TaskEnv(LLMTurnEnv):
     @staticmethod
     def _prompt_of(template: Any, task: Task, previous: str) -> str:
         if callable(template):
-            text = template(task.row)
+            try:
+                text = template(copy.deepcopy(dict(task.row)))
+            except Exception as error:
+                raise DatasetError(
+                    f"task {task.task_id!r}: the prompt function raised "
+                    f"{type(error).__name__}: {error}"
+                ) from error
             if not isinstance(text, str):
                 raise TypeError(f"the prompt function returned {shorten(text)}, not text")
             return text
@@ -488,11 +575,16 @@ class TaskEnv(LLMTurnEnv):
 
     def _play(self, agent: str, text: str) -> str | None:
         self._chats[agent].append({"role": "assistant", "content": text})
-        calls = sorted(
-            (position, name, content)
+        found = sorted(
+            (start, end, name, content)
             for name in self.function_tools
-            for position, content in tagged_calls(text, name)
+            for start, end, content in tagged_calls(text, name)
         )
+        calls, covered = [], -1
+        for start, end, name, content in found:
+            if start >= covered:  # a call inside another call is that call's text, not a call
+                calls.append((start, name, content))
+                covered = end
         if calls:
             results = []
             for _, name, content in calls:
@@ -527,23 +619,29 @@ class TaskEnv(LLMTurnEnv):
         return output, int(ok)
 
     def _judge(self, completion: str) -> None:
-        parsed = self.parser(completion) if self.parser is not None else completion.strip()
+        try:
+            parsed = self.parser(completion) if self.parser is not None else completion.strip()
+        except Exception as error:
+            raise RewardFunctionError(
+                f"the parser raised {type(error).__name__}: {error}"
+            ) from error
+        row = copy.deepcopy(dict(self.current_task.row))  # a reward may change what it gets
         arguments = {
-            **self.current_task.row,
+            **row,
             "completion": completion,
             "parsed": parsed,
-            "task": dict(self.current_task.row),
+            "task": copy.deepcopy(row),
             "tool_calls": list(self._tool_calls),
             "transcript": list(self.transcript),
         }
-        values = {fn.name: fn(arguments) for fn in self.reward_functions}
-        reward = sum(fn.weight * values[fn.name] for fn in self.reward_functions)
+        values = [fn(arguments) for fn in self.reward_functions]
+        reward = sum(fn.weight * v for fn, v in zip(self.reward_functions, values, strict=True))
         self._finish(
             score=min(1.0, max(0.0, reward)), success=reward >= self.success_at, reward=reward
         )
         for a in self.agents:
             self.infos[a].update(
-                rewards=values,
+                rewards=dict(zip(self.reward_names, values, strict=True)),
                 parsed=parsed
                 if isinstance(parsed, str | int | float | bool | None)
                 else str(parsed),
@@ -565,6 +663,8 @@ class TaskEnv(LLMTurnEnv):
         if isinstance(actions, str):
             return actions
         actions = list(actions)
+        if not actions:
+            raise DatasetError(f"task {self.current_task.task_id!r}: the oracle's list is empty")
         turn = min(self.turn_count, len(actions) - 1)
         return str(actions[turn])
 

@@ -86,7 +86,8 @@ def test_reward_functions_get_row_fields_and_episode_arguments_by_name():
     [
         (lambda parsed, gold: 1.0, "asks for 'gold', which no task gives"),
         (lambda *args: 1.0, "given by name"),
-        ("exact", "must be callable"),
+        ("exact", "takes a function or a list of functions"),
+        ([None], "must be callable"),
         ([], "at least one reward function"),
     ],
 )
@@ -253,3 +254,133 @@ def test_check_env_notes_a_missing_test_split():
     boltzoo.register("tests/train-only-v0", TaskEnv, tasks=ROWS, reward=exact, oracle="answer")
     passed = check_env("tests/train-only-v0", episodes=1)
     assert any(line.startswith("note: no 'test' split") for line in passed)
+
+
+def test_reward_functions_of_one_name_each_count_under_names_of_their_own():
+    raw = played(TaskEnv(tasks=ROWS, reward=[lambda parsed: 1.0, lambda parsed: 0.5]), "5")
+    assert raw.rewards["agent"] == 1.5
+    assert raw.infos["agent"]["rewards"] == {"<lambda>_1": 1.0, "<lambda>_2": 0.5}
+
+
+def test_what_reward_functions_and_prompts_get_is_a_copy_of_the_row():
+    def greedy(task, solution):
+        solution.append("junk")
+        task["answer"] = "changed"
+        return 0.0
+
+    env = TaskEnv(tasks=ROWS, reward=greedy)
+    for _ in range(3):
+        played(env, "5")
+    assert env.tasks[0].row == ROWS[0]
+
+
+def test_failures_in_the_users_functions_name_the_function_and_the_task():
+    def crashes(parsed):
+        raise KeyError("nope")
+
+    with pytest.raises(RewardFunctionError, match="'crashes' raised KeyError"):
+        played(TaskEnv(tasks=ROWS, reward=crashes), "5")
+    with pytest.raises(RewardFunctionError, match="the parser raised ZeroDivisionError"):
+        played(TaskEnv(tasks=ROWS, reward=exact, parser=lambda text: 1 / 0), "5")
+    with pytest.raises(DatasetError, match="task 'a': the prompt function raised KeyError"):
+        TaskEnv(tasks=ROWS, reward=exact, prompt=lambda row: row["missing"])
+    with pytest.raises(TypeError, match="must be a template"):
+        TaskEnv(tasks=ROWS, reward=exact, prompt=5)
+    with pytest.raises(ValueError, match="names \\['solver'\\], not agents"):
+        TaskEnv(tasks=ROWS, reward=exact, system={"solver": "typo"})
+    rows = [dict(r, solution=[]) for r in ROWS]
+    env = TaskEnv(tasks=rows, reward=exact, oracle="solution")
+    env.reset(options={"task_index": 0})
+    with pytest.raises(DatasetError, match="the oracle's list is empty"):
+        env.oracle_action("agent")
+
+
+def test_numpy_numbers_are_rewards_and_arrays_are_not():
+    np = pytest.importorskip("numpy")
+    assert played(TaskEnv(tasks=ROWS, reward=lambda: np.float32(0.5)), "5").rewards["agent"] == 0.5
+    with pytest.raises(RewardFunctionError, match="not a number"):
+        played(TaskEnv(tasks=ROWS, reward=lambda: np.array([1.0, 2.0])), "5")
+
+
+def test_tool_arguments_are_converted_exactly_or_refused():
+    def scale(value: float, times: int = 2, unit: str | None = None) -> str:
+        """Scale a value."""
+        return f"{value * times} {unit}"
+
+    def now() -> str:
+        """The time."""
+        return "noon"
+
+    env = TaskEnv(tasks=ROWS, reward=exact, tools=[scale, now])
+    env.reset(options={"task_index": 0})
+    assert env.call_tool("agent", "scale", {"value": "1,250", "times": 3.0}) == "3750.0 None"
+    assert env.call_tool("agent", "scale", {"value": 1, "unit": None}) == "2.0 None"
+    assert "whole number" in env.call_tool("agent", "scale", {"value": 1, "times": 3.7})
+    assert "expected a number" in env.call_tool("agent", "scale", {"value": "2,5"})
+    env.step('<now></now> <scale>{"value": 1.5, "unit": "m"}</scale>')
+    assert env.observe("agent")["messages"][-1]["content"].splitlines() == [
+        "<now></now> = noon",
+        '<scale>{"value": 1.5, "unit": "m"}</scale> = 3.0 m',
+    ]
+
+
+def test_a_call_written_inside_another_is_part_of_its_text():
+    def echo(text: str) -> str:
+        """Echo."""
+        return text
+
+    env = TaskEnv(tasks=ROWS, reward=exact, tools=[echo, add])
+    env.reset(options={"task_index": 0})
+    env.step("<echo>say <add>1,2</add></echo>")
+    assert env.observe("agent")["messages"][-1]["content"] == (
+        "<echo>say <add>1,2</add></echo> = say <add>1,2</add>"
+    )
+
+
+@pytest.mark.parametrize(
+    "tools, words",
+    [
+        ([lambda x: x], "tool name '<lambda>'"),
+        ({"my tool": add}, "tool name 'my tool'"),
+        ([add, add], "two tools are named 'add'"),
+        ({"f": lambda x, /: x}, "positional-only"),
+        ({"f": lambda x: "FooBar" + x}, None),
+    ],
+)
+def test_tool_names_and_signatures_are_checked_when_the_env_is_made(tools, words):
+    if words is None:
+        assert TaskEnv(tasks=ROWS, reward=exact, tools=tools).tools[0].name == "f"
+        return
+    with pytest.raises((ValueError, TypeError), match=words):
+        TaskEnv(tasks=ROWS, reward=exact, tools=tools)
+
+
+def test_test_size_without_ids_splits_by_content_not_by_place():
+    rows = [{"question": f"q{i}", "answer": str(i)} for i in range(100)]
+    before = TaskEnv(tasks=rows, reward=exact, test_size=0.3, split="test", id_field="key")
+    after = TaskEnv(tasks=[{"question": "new", "answer": "0"}, *rows], reward=exact,
+                    test_size=0.3, split="test", id_field="key")  # fmt: skip
+    questions = {t.question for t in before.tasks}
+    assert questions and questions <= {t.question for t in after.tasks}
+    with pytest.raises(DatasetError, match="test_size is a fraction"):
+        TaskEnv(tasks=rows, reward=exact, test_size=True)
+
+
+def test_the_gold_check_reads_every_agent_and_whole_words_only():
+    rows = [{"id": "a", "question": "Pick 10005 or 1000.5?", "answer": "1000"}]
+    assert check_env(TaskEnv(tasks=rows, reward=exact, oracle="answer"), episodes=1)
+    rows = [dict(r, answer=r["answer"] + "000") for r in ROWS]
+    hinted = TaskEnv(
+        tasks=rows, reward=exact, agents=("first", "second"),
+        prompt={"first": "{question}", "second": lambda row: f"hint: {row['answer']}."},
+    )  # fmt: skip
+    with pytest.raises(EnvCheckError, match="second's observation: shows the gold '5000'"):
+        check_env(hinted, episodes=1)
+    with pytest.raises(ValueError, match="the gold"):
+        TaskEnv(tasks=ROWS, reward=exact, prompt="{question} {answer[0]}")
+
+
+def test_check_env_reports_a_broken_env_as_such_not_as_split():
+    boltzoo.register("tests/broken-env-v0", TaskEnv, tasks=ROWS, reward=lambda level: 0.0)
+    with pytest.raises(EnvCheckError, match="making the env raised RewardFunctionError"):
+        check_env("tests/broken-env-v0")

@@ -99,7 +99,7 @@ def find_calls(text: str) -> list[str]:
     Returns:
         list[str]: one (possibly empty) expression per closed tag pair; ``[]`` when there is none.
     """
-    return [content for _, content in tagged_calls(text, "calc")]
+    return [content for _, _, content in tagged_calls(text, "calc")]
 
 
 def has_unclosed_call(text: str) -> bool:
