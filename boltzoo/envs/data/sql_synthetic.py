@@ -46,16 +46,16 @@ from typing import Any
 
 from boltzoo.envs.data.cache import cache_dir
 from boltzoo.envs.data.files import short_digest
-from boltzoo.envs.data.sql_tasks import (
-    _FIRST_NAMES,
-    _LAST_NAMES,
-    _US_CITIES,
-    _WORLD_CITIES,
+from boltzoo.envs.data.sql_common import (
+    FIRST_NAMES,
+    LAST_NAMES,
+    US_CITIES,
+    WORLD_CITIES,
     SQLTask,
-    _build_atomically,
-    _connect_read_only,
-    _has_answer,
-    _q,
+    build_atomically,
+    connect_read_only,
+    has_answer,
+    quote,
 )
 
 __all__ = [
@@ -98,7 +98,7 @@ def _named(rng: random.Random) -> str:
     return rng.choice(
         (
             f"{rng.choice(_ADJECTIVES)} {rng.choice(_NOUNS)}",
-            f"{rng.choice(_LAST_NAMES)}'s {rng.choice(_NOUNS)}",
+            f"{rng.choice(LAST_NAMES)}'s {rng.choice(_NOUNS)}",
             f"{rng.choice(_NOUNS)}-{rng.randint(2, 99)}",
         )
     )
@@ -148,12 +148,12 @@ def _real(name: str, phrase: str, low: float, high: float) -> Column:
     return Column(name, phrase, "REAL", lambda rng: round(rng.uniform(low, high), 2))
 
 
-_CITIES = tuple(sorted({*_US_CITIES, *(city for city, _, _ in _WORLD_CITIES)}))
+_CITIES = tuple(sorted({*US_CITIES, *(city for city, _, _ in WORLD_CITIES)}))
 _CITY = _text("city", "city", _CITIES, about="from {}")
 _COUNTRY = _text("country", "country", _COUNTRIES, about="from {}")
 _PERSON = (
-    Column("first_name", "first name", "TEXT", lambda rng: rng.choice(_FIRST_NAMES)),
-    Column("last_name", "last name", "TEXT", lambda rng: rng.choice(_LAST_NAMES)),
+    Column("first_name", "first name", "TEXT", lambda rng: rng.choice(FIRST_NAMES)),
+    Column("last_name", "last name", "TEXT", lambda rng: rng.choice(LAST_NAMES)),
 )
 
 
@@ -217,7 +217,7 @@ ENTITIES: tuple[Entity, ...] = (
         _int("founded_year", "founding year", 1850, 2015),
         _text("crop", "main crop", ("wheat", "rice", "maize", "barley", "soy", "coffee")),
     )),
-    Entity("animal", "animals", _label("name", "name", lambda rng: rng.choice(_FIRST_NAMES)), (
+    Entity("animal", "animals", _label("name", "name", lambda rng: rng.choice(FIRST_NAMES)), (
         _text("species", "species", ("cow", "goat", "sheep", "horse", "alpaca", "pig")),
         _date("birth_date", "born", 1999, 2023),
         _real("weight_kg", "weight in kilograms", 20.0, 900.0),
@@ -478,7 +478,7 @@ def synthetic_db(index: int, tables: int = 2) -> Path:
     if not target.is_file():
         seed = "" if tables == 2 else f"t{tables}-"
         seed = f"boltzoo-sql-synthetic-{seed}rows-{index}-v{SYNTHETIC_VERSION}"
-        _build_atomically(target, _fill(_schema(index, tables), seed))
+        build_atomically(target, _fill(_schema(index, tables), seed))
     return target
 
 
@@ -495,7 +495,7 @@ def _a(phrase: str) -> str:
 
 
 def _literal(value: Any) -> str:
-    return _q(value) if isinstance(value, str) else str(value)
+    return quote(value) if isinstance(value, str) else str(value)
 
 
 def _filter_equal(rng: random.Random, s: _Schema, db: sqlite3.Connection) -> tuple[str, str]:
@@ -622,7 +622,10 @@ def _row(connection: sqlite3.Connection, table: str, rng: random.Random) -> dict
 def _condition(column: Column, value: Any) -> tuple[str, str]:
     """(words, SQL) of one condition on ``column`` holding ``value``."""
     if column.sql_type == "DATE":
-        return f"{column.phrase} in {value[:4]}", f"strftime('%Y', {column.name}) = {_q(value[:4])}"
+        return (
+            f"{column.phrase} in {value[:4]}",
+            f"strftime('%Y', {column.name}) = {quote(value[:4])}",
+        )
     return f"{column.phrase} {value}", f"{column.name} = {_literal(value)}"
 
 
@@ -668,7 +671,7 @@ def _filter_prefix(rng: random.Random, s: _Schema, db: sqlite3.Connection) -> tu
     )
     return (
         question,
-        f"SELECT {t.label} FROM {t.entity.table} WHERE {column.name} LIKE {_q(prefix + '%')}",
+        f"SELECT {t.label} FROM {t.entity.table} WHERE {column.name} LIKE {quote(prefix + '%')}",
     )
 
 
@@ -719,7 +722,9 @@ def _count_year(rng: random.Random, s: _Schema, db: sqlite3.Connection) -> tuple
             f"Count the {t.entity.plural} {column.phrase} in {year}.",
         )
     )
-    sql = f"SELECT COUNT(*) FROM {t.entity.table} WHERE strftime('%Y', {column.name}) = {_q(year)}"
+    sql = (
+        f"SELECT COUNT(*) FROM {t.entity.table} WHERE strftime('%Y', {column.name}) = {quote(year)}"
+    )
     return question, sql
 
 
@@ -831,7 +836,7 @@ def _joins(s: _Star, *tables: str) -> str:
 
 
 def _year_sql(column: Column, year: str) -> str:
-    return f"strftime('%Y', e.{column.name}) = {_q(year)}"
+    return f"strftime('%Y', e.{column.name}) = {quote(year)}"
 
 
 def _person_condition(rng: random.Random, s: _Star, row: dict[str, Any]) -> tuple[str, str]:
@@ -839,7 +844,7 @@ def _person_condition(rng: random.Random, s: _Star, row: dict[str, Any]) -> tupl
     column = rng.choice([c for c in s.person.columns if c.text])
     value = row[column.name]
     words = column.about.format(value) if column.about else f"with {column.phrase} {value}"
-    return words, f"pe.{column.name} = {_q(value)}"
+    return words, f"pe.{column.name} = {quote(value)}"
 
 
 def _star_count(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple[str, str]:
@@ -856,7 +861,7 @@ def _star_count(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple[s
         )
     )
     sql = (
-        f"SELECT COUNT(*) {_joins(s, 'staff')} WHERE e.status = {_q(status)} AND "
+        f"SELECT COUNT(*) {_joins(s, 'staff')} WHERE e.status = {quote(status)} AND "
         f"{_year_sql(found.when, year)} AND {named}"
     )
     return question, sql
@@ -875,7 +880,7 @@ def _star_aggregate(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tup
     )
     sql = (
         f"SELECT {function}(e.{found.amount.name}) {_joins(s, 'unit')} WHERE "
-        f"e.status = {_q(status)} AND {_year_sql(found.when, year)} AND {named}"
+        f"e.status = {quote(status)} AND {_year_sql(found.when, year)} AND {named}"
     )
     return question, sql
 
@@ -912,7 +917,7 @@ def _star_breakdown(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tup
     labels = unit.aliased_label("u")
     sql = (
         f"SELECT {labels}, COUNT(*) {_joins(s, 'unit')} WHERE {_year_sql(found.when, year)} "
-        f"AND e.status = {_q(status)} GROUP BY u.{unit.key}"
+        f"AND e.status = {quote(status)} GROUP BY u.{unit.key}"
     )
     return question, sql
 
@@ -933,7 +938,7 @@ def _star_bridge(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple[
     labels = s.person.aliased_label("pe")
     sql = (
         f"SELECT {labels} {_joins(s, 'staff', 'person')} WHERE "
-        f"strftime('%Y-%m', e.{found.when.name}) = {_q(day[:7])} AND {named}"
+        f"strftime('%Y-%m', e.{found.when.name}) = {quote(day[:7])} AND {named}"
     )
     return question, sql
 
@@ -973,7 +978,7 @@ def _star_person_filter(rng: random.Random, s: _Star, db: sqlite3.Connection) ->
     )
     labels = ", ".join(c.name for c in person.entity.label)
     sql = (
-        f"SELECT {labels} FROM {person.entity.table} WHERE last_name LIKE {_q(prefix + '%')} "
+        f"SELECT {labels} FROM {person.entity.table} WHERE last_name LIKE {quote(prefix + '%')} "
         f"AND {condition.removeprefix('pe.')}"
     )
     return question, sql
@@ -991,7 +996,7 @@ def _star_having_status(rng: random.Random, s: _Star, db: sqlite3.Connection) ->
     status, year = found.event[found.status.name], found.event[found.when.name][:4]
     staff, events = s.staff, s.event.entity.plural
     grouped = (
-        f"{_joins(s, 'staff')} WHERE e.status = {_q(status)} AND {_year_sql(found.when, year)} "
+        f"{_joins(s, 'staff')} WHERE e.status = {quote(status)} AND {_year_sql(found.when, year)} "
         f"GROUP BY st.{staff.key}"
     )
     more = rng.choice([n for (n,) in db.execute(f"SELECT COUNT(*) {grouped}")]) - 1
@@ -1021,7 +1026,7 @@ def _star_never(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple[s
     sql = (
         f"SELECT {person.label} FROM {person.entity.table} WHERE "
         f"{condition.removeprefix('pe.')} AND {person.key} NOT IN (SELECT {person.key} FROM "
-        f"{event.table} WHERE strftime('%Y', {when}) = {_q(year)})"
+        f"{event.table} WHERE strftime('%Y', {when}) = {quote(year)})"
     )
     return question, sql
 
@@ -1045,7 +1050,7 @@ def _star_idle_staff(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tu
         f"{unit.entity.table} u ON st.{unit.key} = u.{unit.key} WHERE {named} AND "
         f"st.{staff.key} NOT IN (SELECT "
         f"{staff.key} FROM {event.table} WHERE strftime('%Y-%m', {found.when.name}) = "
-        f"{_q(day[:7])})"
+        f"{quote(day[:7])})"
     )
     return question, sql
 
@@ -1146,7 +1151,7 @@ def _star_units_above_average(
             f"Which {unit.entity.plural} have {status} {event.plural} with an average "
             f"{amount.phrase} above that of all {status} {event.plural}?"
         )
-        where, inner = f" WHERE e.status = {_q(status)}", f" WHERE status = {_q(status)}"
+        where, inner = f" WHERE e.status = {quote(status)}", f" WHERE status = {quote(status)}"
     sql = (
         f"SELECT {unit.aliased_label('u')} {_joins(s, 'unit')}{where} GROUP BY u.{unit.key} "
         f"HAVING AVG(e.{amount.name}) > (SELECT AVG({amount.name}) FROM {event.table}{inner})"
@@ -1159,7 +1164,7 @@ def _star_having_average(rng: random.Random, s: _Star, db: sqlite3.Connection) -
     found = _event(rng, s, db)
     unit, event, amount = s.unit, s.event.entity, found.amount
     status = found.event[found.status.name]
-    grouped = f"{_joins(s, 'unit')} WHERE e.status = {_q(status)} GROUP BY u.{unit.key}"
+    grouped = f"{_joins(s, 'unit')} WHERE e.status = {quote(status)} GROUP BY u.{unit.key}"
     bound = int(rng.choice([a for (a,) in db.execute(f"SELECT AVG(e.{amount.name}) {grouped}")]))
     question = (
         f"List the {unit.entity.plural} whose {status} {event.plural} average more than "
@@ -1211,7 +1216,7 @@ def _star_best_month(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tu
     question = f"Which month (two-digit number) of {year} had {what}?"
     sql = (
         f"SELECT strftime('%m', {when}) AS month FROM {event.table} WHERE strftime('%Y', {when}) "
-        f"= {_q(year)} GROUP BY month ORDER BY {order} DESC, month LIMIT 1"
+        f"= {quote(year)} GROUP BY month ORDER BY {order} DESC, month LIMIT 1"
     )
     return question, sql
 
@@ -1326,7 +1331,7 @@ def _draw_kinds(
         if drawn is None:
             continue
         question, sql = drawn
-        if question in seen or not _has_answer(connection, sql):
+        if question in seen or not has_answer(connection, sql):
             continue
         seen.add(question)
         drawn_tasks.append((kind, question, sql))
@@ -1345,7 +1350,7 @@ def _tasks(databases: int, tables: int, kind_set: str, cache: str) -> tuple[SQLT
         db_id = _db_id(index, tables)
         seed = "" if tables == 2 else f"t{tables}-"
         rng = random.Random(f"boltzoo-sql-synthetic-{seed}tasks-{index}-v{SYNTHETIC_VERSION}")
-        connection = _connect_read_only(path)
+        connection = connect_read_only(path)
         seen: set[str] = set()
         try:
             drawn = _draw_kinds(kinds, per_database, rng, schema, connection, seen)

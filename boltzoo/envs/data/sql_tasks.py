@@ -32,7 +32,6 @@ databases, never a question.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import importlib.metadata
@@ -40,7 +39,6 @@ import json
 import os
 import random
 import sqlite3
-import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -55,6 +53,17 @@ from boltzoo.envs.data.files import (
     read_json_list,
     required_text,
     short_digest,
+)
+from boltzoo.envs.data.sql_common import (
+    FIRST_NAMES,
+    LAST_NAMES,
+    US_CITIES,
+    WORLD_CITIES,
+    SQLTask,
+    build_atomically,
+    connect_read_only,
+    has_answer,
+    quote,
 )
 from boltzoo.errors import DatasetError, MissingDependencyError
 
@@ -91,65 +100,12 @@ SPIDER_SPLITS = {"dev": "dev.json", "train": "train_spider.json"}
 _SEEN_QUOTA = 45
 _UNSEEN_QUOTA = 25
 _MAX_DRAWS_PER_TASK = 12
-# A gold result with more rows than this is redrawn (questions should have readable answers).
-_MAX_ROWS = 100
 _TEST_PERCENT = 15
-
-
-@dataclass(frozen=True)
-class SQLTask:
-    """One text-to-SQL question.
-
-    Attributes:
-        task_id: Stable id: ``"{db_id}-{8 hex of sha256(db_id, question)}"`` for generated
-            tasks, ``"spider-{split}-{row index}"`` for Spider rows.
-        question: The natural-language question.
-        gold_sql: A SQLite query whose result is the answer (execution accuracy compares
-            results). Queries with ORDER BY order totally; LIMIT only follows a total order.
-        db_id: ``"chinook"``, ``"university"``, ``"retail"``, ``"hospital"`` or a Spider db_id.
-        database: Absolute path of the SQLite file.
-        template: ``"<db>/<name>"`` for generated tasks, None for Spider rows.
-        split: ``"train"``, ``"test"``, ``"test_unseen"``, or the Spider split.
-    """
-
-    task_id: str
-    question: str
-    gold_sql: str
-    db_id: str
-    database: str
-    template: str | None
-    split: str
 
 
 # ---------------------------------------------------------------------------------------------
 # Building SQLite files atomically
 # ---------------------------------------------------------------------------------------------
-
-
-def _build_atomically(target: Path, fill: Callable[[sqlite3.Connection], None]) -> None:
-    """Run ``fill`` on a fresh database in a temp file next to ``target``, then move it there."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp_name = tempfile.mkstemp(
-        prefix=f".{target.name}.", suffix=".tmp", dir=target.parent
-    )
-    os.close(handle)
-    try:
-        connection = sqlite3.connect(temp_name)
-        try:
-            connection.execute("PRAGMA journal_mode = OFF")
-            connection.execute("PRAGMA synchronous = OFF")
-            fill(connection)
-            connection.commit()
-            problems = connection.execute("PRAGMA foreign_key_check").fetchall()
-            if problems:
-                raise RuntimeError(f"{target.name}: foreign key violations, e.g. {problems[:3]}")
-        finally:
-            connection.close()
-        os.replace(temp_name, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temp_name)
-        raise
 
 
 def _cache_root(cache: Path | str | None) -> Path:
@@ -158,10 +114,6 @@ def _cache_root(cache: Path | str | None) -> Path:
     root = Path(cache)
     root.mkdir(parents=True, exist_ok=True)
     return root
-
-
-def _connect_read_only(path: Path | str) -> sqlite3.Connection:
-    return sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -446,7 +398,7 @@ def chinook_db(cache: Path | None = None) -> Path:
     digest = hashlib.sha256(f"chinook-v{_CHINOOK_BUILD_VERSION}\n".encode() + data).hexdigest()
     target = _cache_root(cache) / f"chinook-{digest[:12]}.sqlite"
     if not target.is_file():
-        _build_atomically(target, _fill_chinook(fixture, data))
+        build_atomically(target, _fill_chinook(fixture, data))
     return target
 
 
@@ -454,47 +406,6 @@ def chinook_db(cache: Path | None = None) -> Path:
 # Generated databases: pools
 # ---------------------------------------------------------------------------------------------
 
-_FIRST_NAMES = (
-    "James", "Mary", "John", "Patricia", "Robert", "Jennifer", "Michael", "Linda", "William",
-    "Elizabeth", "David", "Barbara", "Richard", "Susan", "Joseph", "Jessica", "Thomas", "Sarah",
-    "Charles", "Karen", "Daniel", "Nancy", "Matthew", "Lisa", "Anthony", "Margaret", "Mark",
-    "Sandra", "Steven", "Ashley", "Andrew", "Emily", "Joshua", "Donna", "Kevin", "Michelle",
-    "Brian", "Carol", "George", "Amanda", "Wei", "Mei", "Hiroshi", "Yuki", "Raj", "Priya",
-    "Ahmed", "Fatima", "Carlos", "Sofia", "Luca", "Giulia", "Pierre", "Camille", "Lars",
-    "Ingrid", "Olumide", "Amara", "Dmitri", "Anastasia", "Mateo", "Valentina", "Kwame", "Aisha",
-    "Min-jun", "Seo-yeon", "Liam", "Olivia", "Noah", "Emma",
-)  # fmt: skip
-_LAST_NAMES = (
-    "Smith", "Johnson", "Williams", "Brown", "Jones", "Garcia", "Miller", "Davis", "Rodriguez",
-    "Martinez", "Hernandez", "Lopez", "Gonzalez", "Wilson", "Anderson", "Thomas", "Taylor",
-    "Moore", "Jackson", "Martin", "Lee", "Perez", "Thompson", "White", "Harris", "Sanchez",
-    "Clark", "Ramirez", "Lewis", "Robinson", "Walker", "Young", "Allen", "King", "Wright",
-    "Scott", "Torres", "Nguyen", "Hill", "Flores", "Green", "Adams", "Nelson", "Baker", "Hall",
-    "Rivera", "Campbell", "Mitchell", "Carter", "Roberts", "Chen", "Wang", "Kim", "Patel",
-    "Singh", "Tanaka", "Sato", "Müller", "Schmidt", "Rossi", "Dubois", "O'Brien", "Kowalski",
-    "Novak", "Okafor", "Mensah", "Ivanova", "Silva", "Santos", "Jensen",
-)  # fmt: skip
-_US_CITIES = (
-    "Boston", "Springfield", "Portland", "Denver", "Austin", "Chicago", "Seattle", "Atlanta",
-    "Phoenix", "Madison", "Columbus", "Nashville", "Raleigh", "Sacramento", "Pittsburgh",
-    "Minneapolis", "Richmond", "Albany", "Tucson", "Omaha", "Burlington", "Salem", "Providence",
-    "Hartford", "Baltimore",
-)  # fmt: skip
-# (city, country, weight)
-_WORLD_CITIES = (
-    ("New York", "USA", 6), ("Chicago", "USA", 4), ("Austin", "USA", 3), ("Seattle", "USA", 3),
-    ("Toronto", "Canada", 4), ("Vancouver", "Canada", 2), ("London", "United Kingdom", 5),
-    ("Manchester", "United Kingdom", 2), ("Dublin", "Ireland", 2), ("Paris", "France", 4),
-    ("Lyon", "France", 2), ("Berlin", "Germany", 4), ("Munich", "Germany", 3),
-    ("Madrid", "Spain", 3), ("Barcelona", "Spain", 2), ("Rome", "Italy", 2), ("Milan", "Italy", 2),
-    ("Amsterdam", "Netherlands", 3), ("Stockholm", "Sweden", 2), ("Oslo", "Norway", 1),
-    ("Warsaw", "Poland", 2), ("Lisbon", "Portugal", 1), ("Sydney", "Australia", 3),
-    ("Melbourne", "Australia", 2), ("Auckland", "New Zealand", 1), ("Tokyo", "Japan", 3),
-    ("Osaka", "Japan", 1), ("Seoul", "South Korea", 2), ("Mumbai", "India", 2),
-    ("Bangalore", "India", 2), ("Sao Paulo", "Brazil", 2), ("Mexico City", "Mexico", 2),
-    ("Buenos Aires", "Argentina", 1), ("Cape Town", "South Africa", 1), ("Nairobi", "Kenya", 1),
-    ("Singapore", "Singapore", 2),
-)  # fmt: skip
 _EMAIL_DOMAINS = (
     "gmail.com",
     "outlook.com",
@@ -510,7 +421,7 @@ def _random_date(rng: random.Random, start: date, end: date) -> date:
 
 
 def _person(rng: random.Random) -> tuple[str, str]:
-    return rng.choice(_FIRST_NAMES), rng.choice(_LAST_NAMES)
+    return rng.choice(FIRST_NAMES), rng.choice(LAST_NAMES)
 
 
 def _email(first: str, last: str, number: int, domain: str) -> str:
@@ -696,7 +607,7 @@ def _fill_university(connection: sqlite3.Connection, rng: random.Random) -> None
         major = rng.choices(range(1, len(departments) + 1), weights=dept_weights)[0]
         year = rng.randint(2018, 2024)
         born = _random_date(rng, date(year - 20, 1, 1), date(year - 18, 8, 31))
-        city = rng.choice(_US_CITIES)
+        city = rng.choice(US_CITIES)
         email = _email(first, last, student_id, "students.univ.edu")
         students.append((student_id, first, last, major, year, born.isoformat(), city, email))
         taken: set[int] = set()
@@ -854,8 +765,8 @@ def _fill_retail(connection: sqlite3.Connection, rng: random.Random) -> None:
                      rng.choice(category_suppliers), price, stock, added.isoformat())
                 )  # fmt: skip
     customers = []
-    cities = [(city, country) for city, country, _ in _WORLD_CITIES]
-    city_weights = [weight for _, _, weight in _WORLD_CITIES]
+    cities = [(city, country) for city, country, _ in WORLD_CITIES]
+    city_weights = [weight for _, _, weight in WORLD_CITIES]
     tiers, tier_weights = zip(*_LOYALTY_TIERS, strict=True)
     for customer_id in range(1, 901):
         first, last = _person(rng)
@@ -1052,7 +963,7 @@ def _fill_hospital(connection: sqlite3.Connection, rng: random.Random) -> None:
         born = _random_date(rng, date(1935, 1, 1), date(2021, 12, 31))
         patients.append(
             (patient_id, first, last, rng.choice(("F", "M")), born.isoformat(),
-             rng.choice(_US_CITIES), rng.choices(blood, weights=blood_weights)[0],
+             rng.choice(US_CITIES), rng.choices(blood, weights=blood_weights)[0],
              rng.choices(insurers, weights=insurer_weights)[0])
         )  # fmt: skip
     statuses, status_weights = zip(*_APPOINTMENT_STATUSES, strict=True)
@@ -1106,7 +1017,7 @@ def domain_db(name: str, cache: Path | None = None) -> Path:
     target = _cache_root(cache) / f"{name}-v{GENERATOR_VERSION}.sqlite"
     if not target.is_file():
         rng = random.Random(f"boltzoo-sql-{name}-v{GENERATOR_VERSION}")
-        _build_atomically(target, lambda connection: _DOMAIN_FILLERS[name](connection, rng))
+        build_atomically(target, lambda connection: _DOMAIN_FILLERS[name](connection, rng))
     return target
 
 
@@ -1125,7 +1036,7 @@ class _Db:
     def __init__(self, db_id: str, path: Path) -> None:
         self.db_id = db_id
         self.path = path
-        self.connection = _connect_read_only(path)
+        self.connection = connect_read_only(path)
         self._values: dict[str, list] = {}
 
     def values(self, key: str) -> list:
@@ -1175,11 +1086,6 @@ def _template(
         return build
 
     return register
-
-
-def _q(text: str) -> str:
-    """A SQL string literal."""
-    return "'" + str(text).replace("'", "''") + "'"
 
 
 def _money(value: float) -> str:
@@ -1299,7 +1205,7 @@ def _chinook_customers_in_place(rng: random.Random, db: _Db) -> tuple[str, str]:
             f"Who are our customers based in {place}?",
         )
     )
-    return question, f"SELECT FirstName, LastName FROM Customer WHERE {column} = {_q(place)}"
+    return question, f"SELECT FirstName, LastName FROM Customer WHERE {column} = {quote(place)}"
 
 
 @_template("chinook", "invoices_total_between", "filter")
@@ -1316,7 +1222,7 @@ def _chinook_invoices_total_between(rng: random.Random, db: _Db) -> tuple[str, s
         )
     )
     sql = (
-        f"SELECT InvoiceId, Total FROM Invoice WHERE BillingCountry = {_q(country)} "
+        f"SELECT InvoiceId, Total FROM Invoice WHERE BillingCountry = {quote(country)} "
         f"AND Total BETWEEN {low} AND {high}"
     )
     return question, sql
@@ -1334,7 +1240,7 @@ def _chinook_artists_name_like(rng: random.Random, db: _Db) -> tuple[str, str]:
                 f'List the artists whose name contains the word "{word}".',
             )
         )
-        return question, f"SELECT Name FROM Artist WHERE Name LIKE {_q(f'%{word}%')}"
+        return question, f"SELECT Name FROM Artist WHERE Name LIKE {quote(f'%{word}%')}"
     prefix = name[: rng.choice((2, 3, 4))]
     if not prefix.replace(" ", "").isalnum():
         prefix = name[:1]
@@ -1345,7 +1251,7 @@ def _chinook_artists_name_like(rng: random.Random, db: _Db) -> tuple[str, str]:
             f'Show me the artists with names starting with "{prefix}".',
         )
     )
-    return question, f"SELECT Name FROM Artist WHERE Name LIKE {_q(f'{prefix}%')}"
+    return question, f"SELECT Name FROM Artist WHERE Name LIKE {quote(f'{prefix}%')}"
 
 
 @_template("chinook", "tracks_by_length", "filter")
@@ -1382,7 +1288,7 @@ def _chinook_count_tracks(rng: random.Random, db: _Db) -> tuple[str, str]:
         )
         sql = (
             "SELECT COUNT(*) FROM Track t JOIN Genre g ON t.GenreId = g.GenreId "
-            f"WHERE g.Name = {_q(genre)}"
+            f"WHERE g.Name = {quote(genre)}"
         )
         return question, sql
     media = db.pick(rng, "media_type")
@@ -1391,7 +1297,7 @@ def _chinook_count_tracks(rng: random.Random, db: _Db) -> tuple[str, str]:
     sql = (
         "SELECT COUNT(*) FROM Track t JOIN Genre g ON t.GenreId = g.GenreId "
         "JOIN MediaType m ON t.MediaTypeId = m.MediaTypeId "
-        f"WHERE g.Name = {_q(genre)} AND m.Name = {_q(media)}"
+        f"WHERE g.Name = {quote(genre)} AND m.Name = {quote(media)}"
     )
     return question, sql
 
@@ -1401,11 +1307,11 @@ def _chinook_invoice_stats(rng: random.Random, db: _Db) -> tuple[str, str]:
     function, word = rng.choice(_AGGREGATES)
     country = db.pick(rng, "billing_country")
     noun = "amount billed" if function == "SUM" else "invoice total"
-    where = f"BillingCountry = {_q(country)}"
+    where = f"BillingCountry = {quote(country)}"
     place = f"to {country}"
     if rng.random() < 0.6:
         year = db.pick(rng, "year")
-        where += f" AND strftime('%Y', InvoiceDate) = {_q(year)}"
+        where += f" AND strftime('%Y', InvoiceDate) = {quote(year)}"
         place += f" in {year}"
     question = rng.choice(
         (
@@ -1485,7 +1391,7 @@ def _chinook_per_group_breakdown(rng: random.Random, db: _Db) -> tuple[str, str]
             "SELECT g.Name, COUNT(*) FROM Playlist p "
             "JOIN PlaylistTrack pt ON pt.PlaylistId = p.PlaylistId "
             "JOIN Track t ON t.TrackId = pt.TrackId JOIN Genre g ON g.GenreId = t.GenreId "
-            f"WHERE p.Name = {_q(playlist)} GROUP BY g.GenreId"
+            f"WHERE p.Name = {quote(playlist)} GROUP BY g.GenreId"
         )
         return question, sql
     year = db.pick(rng, "year")
@@ -1498,7 +1404,7 @@ def _chinook_per_group_breakdown(rng: random.Random, db: _Db) -> tuple[str, str]
         measure = f"{function}(Total)"
     sql = (
         f"SELECT BillingCountry, {measure} FROM Invoice "
-        f"WHERE strftime('%Y', InvoiceDate) = {_q(year)} GROUP BY BillingCountry"
+        f"WHERE strftime('%Y', InvoiceDate) = {quote(year)} GROUP BY BillingCountry"
     )
     return question, sql
 
@@ -1515,7 +1421,7 @@ def _chinook_albums_by_artist(rng: random.Random, db: _Db) -> tuple[str, str]:
     )
     sql = (
         "SELECT al.Title FROM Album al JOIN Artist ar ON al.ArtistId = ar.ArtistId "
-        f"WHERE ar.Name = {_q(artist)}"
+        f"WHERE ar.Name = {quote(artist)}"
     )
     return question, sql
 
@@ -1532,14 +1438,14 @@ def _chinook_tracks_by_artist(rng: random.Random, db: _Db) -> tuple[str, str]:
         )
         sql = (
             "SELECT t.Name FROM Track t JOIN Album al ON t.AlbumId = al.AlbumId "
-            f"JOIN Artist ar ON al.ArtistId = ar.ArtistId WHERE ar.Name = {_q(artist)}"
+            f"JOIN Artist ar ON al.ArtistId = ar.ArtistId WHERE ar.Name = {quote(artist)}"
         )
         return question, sql
     seconds = rng.choice((180, 240, 300, 360, 420))
     question = f"Which tracks by {artist} are longer than {seconds // 60} minutes?"
     sql = (
         "SELECT t.Name FROM Track t JOIN Album al ON t.AlbumId = al.AlbumId "
-        f"JOIN Artist ar ON al.ArtistId = ar.ArtistId WHERE ar.Name = {_q(artist)} "
+        f"JOIN Artist ar ON al.ArtistId = ar.ArtistId WHERE ar.Name = {quote(artist)} "
         f"AND t.Milliseconds > {seconds * 1000}"
     )
     return question, sql
@@ -1562,7 +1468,7 @@ def _chinook_longest_tracks_in_genre(rng: random.Random, db: _Db) -> tuple[str, 
         )
     sql = (
         "SELECT t.Name FROM Track t JOIN Genre g ON t.GenreId = g.GenreId "
-        f"WHERE g.Name = {_q(genre)} "
+        f"WHERE g.Name = {quote(genre)} "
         f"ORDER BY t.Milliseconds {'DESC' if longest else 'ASC'}, t.TrackId LIMIT {k}"
     )
     return question, sql
@@ -1582,7 +1488,7 @@ def _chinook_top_customers_by_spending(rng: random.Random, db: _Db) -> tuple[str
     sql = (
         "SELECT c.FirstName, c.LastName FROM Customer c "
         "JOIN Invoice i ON i.CustomerId = c.CustomerId "
-        f"WHERE strftime('%Y', i.InvoiceDate) = {_q(year)} GROUP BY c.CustomerId "
+        f"WHERE strftime('%Y', i.InvoiceDate) = {quote(year)} GROUP BY c.CustomerId "
         f"ORDER BY SUM(i.Total) DESC, c.CustomerId LIMIT {k}"
     )
     return question, sql
@@ -1601,7 +1507,7 @@ def _chinook_who_has_genre(rng: random.Random, db: _Db) -> tuple[str, str]:
         sql = (
             "SELECT Name FROM Artist WHERE ArtistId IN (SELECT al.ArtistId FROM Album al "
             "JOIN Track t ON t.AlbumId = al.AlbumId JOIN Genre g ON g.GenreId = t.GenreId "
-            f"WHERE g.Name = {_q(genre)})"
+            f"WHERE g.Name = {quote(genre)})"
         )
         return question, sql
     country = db.pick(rng, "country")
@@ -1613,9 +1519,9 @@ def _chinook_who_has_genre(rng: random.Random, db: _Db) -> tuple[str, str]:
     )
     sql = (
         "SELECT FirstName, LastName FROM Customer "
-        f"WHERE Country = {_q(country)} AND CustomerId IN (SELECT i.CustomerId FROM Invoice i "
+        f"WHERE Country = {quote(country)} AND CustomerId IN (SELECT i.CustomerId FROM Invoice i "
         "JOIN InvoiceLine il ON il.InvoiceId = i.InvoiceId JOIN Track t ON t.TrackId = il.TrackId "
-        f"JOIN Genre g ON g.GenreId = t.GenreId WHERE g.Name = {_q(genre)})"
+        f"JOIN Genre g ON g.GenreId = t.GenreId WHERE g.Name = {quote(genre)})"
     )
     return question, sql
 
@@ -1632,7 +1538,7 @@ def _chinook_above_average(rng: random.Random, db: _Db) -> tuple[str, str]:
         )
         sql = (
             "SELECT t.Name FROM Track t JOIN Genre g ON t.GenreId = g.GenreId "
-            f"WHERE g.Name = {_q(genre)} "
+            f"WHERE g.Name = {quote(genre)} "
             "AND t.Milliseconds > (SELECT AVG(Milliseconds) FROM Track)"
         )
         return question, sql
@@ -1646,7 +1552,7 @@ def _chinook_above_average(rng: random.Random, db: _Db) -> tuple[str, str]:
         )
     )
     sql = (
-        f"SELECT InvoiceId, Total FROM Invoice WHERE BillingCountry = {_q(country)} "
+        f"SELECT InvoiceId, Total FROM Invoice WHERE BillingCountry = {quote(country)} "
         "AND Total > (SELECT AVG(Total) FROM Invoice)"
     )
     return question, sql
@@ -1683,7 +1589,7 @@ def _chinook_set_operations(rng: random.Random, db: _Db) -> tuple[str, str]:
             "INTERSECT": f"Which artists have both {first} and {second} tracks?",
             "EXCEPT": f"Which artists have {first} tracks but no {second} tracks?",
         }[operation]
-    sql = f"{query.format(_q(first))} {operation} {query.format(_q(second))}"
+    sql = f"{query.format(quote(first))} {operation} {query.format(quote(second))}"
     return question, sql
 
 
@@ -1701,7 +1607,7 @@ def _chinook_distinct_values(rng: random.Random, db: _Db) -> tuple[str, str]:
             "SELECT DISTINCT g.Name FROM Customer c JOIN Invoice i ON i.CustomerId = c.CustomerId "
             "JOIN InvoiceLine il ON il.InvoiceId = i.InvoiceId "
             "JOIN Track t ON t.TrackId = il.TrackId JOIN Genre g ON g.GenreId = t.GenreId "
-            f"WHERE c.FirstName = {_q(first)} AND c.LastName = {_q(last)}"
+            f"WHERE c.FirstName = {quote(first)} AND c.LastName = {quote(last)}"
         )
         return question, sql
     country = db.pick(rng, "billing_country")
@@ -1713,7 +1619,7 @@ def _chinook_distinct_values(rng: random.Random, db: _Db) -> tuple[str, str]:
     )
     return (
         question,
-        f"SELECT DISTINCT BillingCity FROM Invoice WHERE BillingCountry = {_q(country)}",
+        f"SELECT DISTINCT BillingCity FROM Invoice WHERE BillingCountry = {quote(country)}",
     )
 
 
@@ -1729,14 +1635,14 @@ def _chinook_support_rep_customers(rng: random.Random, db: _Db) -> tuple[str, st
         sql = (
             "SELECT c.FirstName, c.LastName FROM Customer c "
             "JOIN Employee e ON c.SupportRepId = e.EmployeeId "
-            f"WHERE e.FirstName = {_q(first)} AND e.LastName = {_q(last)} "
-            f"AND c.Country = {_q(country)}"
+            f"WHERE e.FirstName = {quote(first)} AND e.LastName = {quote(last)} "
+            f"AND c.Country = {quote(country)}"
         )
         return question, sql
     question = f"How many customers does the support rep {first} {last} look after?"
     sql = (
         "SELECT COUNT(*) FROM Customer c JOIN Employee e ON c.SupportRepId = e.EmployeeId "
-        f"WHERE e.FirstName = {_q(first)} AND e.LastName = {_q(last)}"
+        f"WHERE e.FirstName = {quote(first)} AND e.LastName = {quote(last)}"
     )
     return question, sql
 
@@ -1752,7 +1658,7 @@ def _chinook_album_total_minutes(rng: random.Random, db: _Db) -> tuple[str, str]
     )
     sql = (
         "SELECT SUM(t.Milliseconds) / 60000.0 FROM Track t JOIN Album al "
-        f"ON t.AlbumId = al.AlbumId WHERE al.Title = {_q(album)}"
+        f"ON t.AlbumId = al.AlbumId WHERE al.Title = {quote(album)}"
     )
     return question, sql
 
@@ -1769,7 +1675,7 @@ def _chinook_playlists_without_genre(rng: random.Random, db: _Db) -> tuple[str, 
     sql = (
         "SELECT PlaylistId, Name FROM Playlist WHERE PlaylistId NOT IN "
         "(SELECT pt.PlaylistId FROM PlaylistTrack pt JOIN Track t ON t.TrackId = pt.TrackId "
-        f"JOIN Genre g ON g.GenreId = t.GenreId WHERE g.Name = {_q(genre)})"
+        f"JOIN Genre g ON g.GenreId = t.GenreId WHERE g.Name = {quote(genre)})"
     )
     return question, sql
 
@@ -1777,11 +1683,11 @@ def _chinook_playlists_without_genre(rng: random.Random, db: _Db) -> tuple[str, 
 @_template("chinook", "best_month", "top_k", unseen=True)
 def _chinook_best_month(rng: random.Random, db: _Db) -> tuple[str, str]:
     year = db.pick(rng, "year")
-    where = f"strftime('%Y', InvoiceDate) = {_q(year)}"
+    where = f"strftime('%Y', InvoiceDate) = {quote(year)}"
     scope = ""
     if rng.random() < 0.7:
         country = db.pick(rng, "billing_country")
-        where += f" AND BillingCountry = {_q(country)}"
+        where += f" AND BillingCountry = {quote(country)}"
         scope = f" from {country}"
     question = rng.choice(
         (
@@ -1816,7 +1722,7 @@ def _uni_professors_by_hire_date(rng: random.Random, db: _Db) -> tuple[str, str]
                 f"List the first and last names of the {_rank_phrase(rank)} hired {when}.",
             )
         )
-        condition = f"rank = {_q(rank)} AND {condition}"
+        condition = f"rank = {quote(rank)} AND {condition}"
     else:
         question = rng.choice(
             (
@@ -1854,10 +1760,10 @@ def _uni_courses_title_like(rng: random.Random, db: _Db) -> tuple[str, str]:
                 f'List the code and title of every course whose title mentions "{word}".',
             )
         )
-        return question, f"SELECT code, title FROM course WHERE title LIKE {_q(f'%{word}%')}"
+        return question, f"SELECT code, title FROM course WHERE title LIKE {quote(f'%{word}%')}"
     prefix = title.split()[0]
     question = f'Which courses have a title starting with "{prefix}"? Give code and title.'
-    return question, f"SELECT code, title FROM course WHERE title LIKE {_q(f'{prefix}%')}"
+    return question, f"SELECT code, title FROM course WHERE title LIKE {quote(f'{prefix}%')}"
 
 
 @_template("university", "students_from_city", "filter")
@@ -1876,7 +1782,7 @@ def _uni_students_from_city(rng: random.Random, db: _Db) -> tuple[str, str]:
         question = f"Which students from {city} were born after {year - 20}?"
         condition = f"birth_date > '{year - 20}-12-31'"
     return question, (
-        f"SELECT first_name, last_name FROM student WHERE home_city = {_q(city)} AND {condition}"
+        f"SELECT first_name, last_name FROM student WHERE home_city = {quote(city)} AND {condition}"
     )
 
 
@@ -1891,7 +1797,7 @@ def _uni_count_students(rng: random.Random, db: _Db) -> tuple[str, str]:
                 f"Count the students with home city {city} who started in {year}.",
             )
         )
-        where = f"home_city = {_q(city)} AND enrollment_year = {year}"
+        where = f"home_city = {quote(city)} AND enrollment_year = {year}"
         return question, f"SELECT COUNT(*) FROM student WHERE {where}"
     dept = db.pick(rng, "dept")
     question = rng.choice(
@@ -1902,7 +1808,7 @@ def _uni_count_students(rng: random.Random, db: _Db) -> tuple[str, str]:
     )
     sql = (
         "SELECT COUNT(*) FROM student s JOIN department d ON s.major_dept_id = d.dept_id "
-        f"WHERE d.name = {_q(dept)} AND s.enrollment_year = {year}"
+        f"WHERE d.name = {quote(dept)} AND s.enrollment_year = {year}"
     )
     return question, sql
 
@@ -1911,11 +1817,11 @@ def _uni_count_students(rng: random.Random, db: _Db) -> tuple[str, str]:
 def _uni_salary_stats(rng: random.Random, db: _Db) -> tuple[str, str]:
     function, word = rng.choice(_AGGREGATES)
     dept = db.pick(rng, "dept")
-    where = f"d.name = {_q(dept)}"
+    where = f"d.name = {quote(dept)}"
     who = f"professors in the {dept} department"
     if rng.random() < 0.4:
         rank = db.pick(rng, "rank")
-        where += f" AND p.rank = {_q(rank)}"
+        where += f" AND p.rank = {quote(rank)}"
         who = f"{_rank_phrase(rank)} in the {dept} department"
     noun = "salary bill" if function == "SUM" else "salary"
     question = rng.choice(
@@ -1941,7 +1847,7 @@ def _uni_course_score_stats(rng: random.Random, db: _Db) -> tuple[str, str]:
     )
     sql = (
         f"SELECT {function}(e.score) FROM enrollment e JOIN course c ON e.course_id = c.course_id "
-        f"WHERE c.title = {_q(title)} AND e.term = {_q(term)} AND e.year = {year}"
+        f"WHERE c.title = {quote(title)} AND e.term = {quote(term)} AND e.year = {year}"
     )
     return question, sql
 
@@ -1988,7 +1894,7 @@ def _uni_popular_courses(rng: random.Random, db: _Db) -> tuple[str, str]:
     sql = (
         "SELECT c.title FROM course c JOIN department d ON c.dept_id = d.dept_id "
         "JOIN enrollment e ON e.course_id = c.course_id "
-        f"WHERE d.name = {_q(dept)} GROUP BY c.course_id HAVING COUNT(*) > {count}"
+        f"WHERE d.name = {quote(dept)} GROUP BY c.course_id HAVING COUNT(*) > {count}"
     )
     return question, sql
 
@@ -2005,13 +1911,13 @@ def _uni_course_breakdown(rng: random.Random, db: _Db) -> tuple[str, str]:
         )
         sql = (
             "SELECT e.grade, COUNT(*) FROM enrollment e JOIN course c "
-            f"ON e.course_id = c.course_id WHERE c.title = {_q(title)} GROUP BY e.grade"
+            f"ON e.course_id = c.course_id WHERE c.title = {quote(title)} GROUP BY e.grade"
         )
         return question, sql
     question = f"What was the average score in {title} for each year it was taken?"
     sql = (
         "SELECT e.year, AVG(e.score) FROM enrollment e JOIN course c "
-        f"ON e.course_id = c.course_id WHERE c.title = {_q(title)} GROUP BY e.year"
+        f"ON e.course_id = c.course_id WHERE c.title = {quote(title)} GROUP BY e.year"
     )
     return question, sql
 
@@ -2027,7 +1933,7 @@ def _uni_courses_taught_by(rng: random.Random, db: _Db) -> tuple[str, str]:
     )
     sql = (
         "SELECT c.code, c.title FROM course c JOIN professor p ON c.prof_id = p.prof_id "
-        f"WHERE p.first_name = {_q(first)} AND p.last_name = {_q(last)}"
+        f"WHERE p.first_name = {quote(first)} AND p.last_name = {quote(last)}"
     )
     return question, sql
 
@@ -2047,7 +1953,7 @@ def _uni_course_roster(rng: random.Random, db: _Db) -> tuple[str, str]:
             "SELECT s.first_name, s.last_name FROM student s "
             "JOIN enrollment e ON e.student_id = s.student_id "
             "JOIN course c ON c.course_id = e.course_id "
-            f"WHERE c.title = {_q(title)} AND e.term = {_q(term)} AND e.year = {year}"
+            f"WHERE c.title = {quote(title)} AND e.term = {quote(term)} AND e.year = {year}"
         )
         return question, sql
     first, last = db.pick(rng, "student")
@@ -2060,7 +1966,7 @@ def _uni_course_roster(rng: random.Random, db: _Db) -> tuple[str, str]:
     sql = (
         "SELECT c.title, e.grade FROM student s JOIN enrollment e ON e.student_id = s.student_id "
         "JOIN course c ON c.course_id = e.course_id "
-        f"WHERE s.first_name = {_q(first)} AND s.last_name = {_q(last)}"
+        f"WHERE s.first_name = {quote(first)} AND s.last_name = {quote(last)}"
     )
     return question, sql
 
@@ -2081,7 +1987,7 @@ def _uni_top_students(rng: random.Random, db: _Db) -> tuple[str, str]:
             "SELECT s.first_name, s.last_name FROM student s "
             "JOIN department d ON s.major_dept_id = d.dept_id "
             "JOIN enrollment e ON e.student_id = s.student_id "
-            f"WHERE d.name = {_q(dept)} GROUP BY s.student_id "
+            f"WHERE d.name = {quote(dept)} GROUP BY s.student_id "
             f"ORDER BY AVG(e.score) DESC, s.student_id LIMIT {k}"
         )
         return question, sql
@@ -2091,7 +1997,7 @@ def _uni_top_students(rng: random.Random, db: _Db) -> tuple[str, str]:
         question = f"Who is the best-paid professor in the {dept} department?"
     sql = (
         "SELECT p.first_name, p.last_name FROM professor p JOIN department d "
-        f"ON p.dept_id = d.dept_id WHERE d.name = {_q(dept)} "
+        f"ON p.dept_id = d.dept_id WHERE d.name = {quote(dept)} "
         f"ORDER BY p.salary DESC, p.prof_id LIMIT {k}"
     )
     return question, sql
@@ -2110,7 +2016,7 @@ def _uni_students_taught_by(rng: random.Random, db: _Db) -> tuple[str, str]:
         "SELECT first_name, last_name FROM student WHERE student_id IN "
         "(SELECT e.student_id FROM enrollment e JOIN course c ON e.course_id = c.course_id "
         "JOIN professor p ON c.prof_id = p.prof_id "
-        f"WHERE p.first_name = {_q(first)} AND p.last_name = {_q(last)})"
+        f"WHERE p.first_name = {quote(first)} AND p.last_name = {quote(last)})"
     )
     return question, sql
 
@@ -2132,10 +2038,10 @@ def _uni_professors_above_average(rng: random.Random, db: _Db) -> tuple[str, str
             f"Which professors in the {dept} department earn more than the average "
             f"{_rank_phrase(rank, plural=False)}?"
         )
-        average = f"(SELECT AVG(salary) FROM professor WHERE rank = {_q(rank)})"
+        average = f"(SELECT AVG(salary) FROM professor WHERE rank = {quote(rank)})"
     sql = (
         "SELECT p.first_name, p.last_name FROM professor p JOIN department d "
-        f"ON p.dept_id = d.dept_id WHERE d.name = {_q(dept)} AND p.salary > {average}"
+        f"ON p.dept_id = d.dept_id WHERE d.name = {quote(dept)} AND p.salary > {average}"
     )
     return question, sql
 
@@ -2173,8 +2079,8 @@ def _uni_two_courses(rng: random.Random, db: _Db) -> tuple[str, str]:
         + " Give their student ids and names."
     )
     sql = (
-        f"{_UNI_STUDENTS_IN_COURSE.format(_q(first))} {operation} "
-        f"{_UNI_STUDENTS_IN_COURSE.format(_q(second))}"
+        f"{_UNI_STUDENTS_IN_COURSE.format(quote(first))} {operation} "
+        f"{_UNI_STUDENTS_IN_COURSE.format(quote(second))}"
     )
     return question, sql
 
@@ -2192,7 +2098,7 @@ def _uni_distinct_values(rng: random.Random, db: _Db) -> tuple[str, str]:
         )
         sql = (
             "SELECT DISTINCT s.home_city FROM student s JOIN department d "
-            f"ON s.major_dept_id = d.dept_id WHERE d.name = {_q(dept)} "
+            f"ON s.major_dept_id = d.dept_id WHERE d.name = {quote(dept)} "
             f"AND s.enrollment_year = {year}"
         )
         return question, sql
@@ -2205,7 +2111,7 @@ def _uni_distinct_values(rng: random.Random, db: _Db) -> tuple[str, str]:
     )
     sql = (
         "SELECT DISTINCT e.grade FROM enrollment e JOIN course c ON e.course_id = c.course_id "
-        f"WHERE c.title = {_q(title)}"
+        f"WHERE c.title = {quote(title)}"
     )
     return question, sql
 
@@ -2225,9 +2131,9 @@ def _uni_above_course_average(rng: random.Random, db: _Db) -> tuple[str, str]:
     sql = (
         "SELECT s.first_name, s.last_name FROM student s "
         "JOIN enrollment e ON e.student_id = s.student_id "
-        f"JOIN course c ON c.course_id = e.course_id WHERE c.title = {_q(title)} "
+        f"JOIN course c ON c.course_id = e.course_id WHERE c.title = {quote(title)} "
         "AND e.score > (SELECT AVG(e2.score) FROM enrollment e2 JOIN course c2 "
-        f"ON c2.course_id = e2.course_id WHERE c2.title = {_q(title)})"
+        f"ON c2.course_id = e2.course_id WHERE c2.title = {quote(title)})"
     )
     return question, sql
 
@@ -2243,7 +2149,7 @@ def _uni_idle_professors(rng: random.Random, db: _Db) -> tuple[str, str]:
     )
     sql = (
         "SELECT p.first_name, p.last_name FROM professor p JOIN department d "
-        f"ON p.dept_id = d.dept_id WHERE d.name = {_q(dept)} AND p.prof_id NOT IN "
+        f"ON p.dept_id = d.dept_id WHERE d.name = {quote(dept)} AND p.prof_id NOT IN "
         "(SELECT prof_id FROM course WHERE prof_id IS NOT NULL)"
     )
     return question, sql
@@ -2282,7 +2188,7 @@ def _uni_distinct_courses_from_city(rng: random.Random, db: _Db) -> tuple[str, s
     )
     sql = (
         "SELECT COUNT(DISTINCT e.course_id) FROM enrollment e JOIN student s "
-        f"ON e.student_id = s.student_id WHERE s.home_city = {_q(city)} AND e.year = {year}"
+        f"ON e.student_id = s.student_id WHERE s.home_city = {quote(city)} AND e.year = {year}"
     )
     return question, sql
 
@@ -2320,7 +2226,7 @@ def _retail_orders_between_dates(rng: random.Random, db: _Db) -> tuple[str, str]
     if rng.random() < 0.5:
         status = db.pick(rng, "status")
         question = f"Which orders placed {between} are {status}? Give their ids."
-        where += f" AND status = {_q(status)}"
+        where += f" AND status = {quote(status)}"
     else:
         question = rng.choice(
             (
@@ -2342,10 +2248,10 @@ def _retail_products_name_like(rng: random.Random, db: _Db) -> tuple[str, str]:
                 f'List the products whose name contains "{word}".',
             )
         )
-        return question, f"SELECT name FROM product WHERE name LIKE {_q(f'%{word}%')}"
+        return question, f"SELECT name FROM product WHERE name LIKE {quote(f'%{word}%')}"
     limit = rng.choice((10, 20, 30, 50))
     question = f'Which products with "{word}" in the name cost less than {_money(limit)}?'
-    sql = f"SELECT name FROM product WHERE name LIKE {_q(f'%{word}%')} AND price < {limit}"
+    sql = f"SELECT name FROM product WHERE name LIKE {quote(f'%{word}%')} AND price < {limit}"
     return question, sql
 
 
@@ -2362,7 +2268,7 @@ def _retail_customers_by_tier(rng: random.Random, db: _Db) -> tuple[str, str]:
     )
     sql = (
         "SELECT first_name, last_name FROM customer "
-        f"WHERE loyalty_tier = {_q(tier)} AND country = {_q(country)}"
+        f"WHERE loyalty_tier = {quote(tier)} AND country = {quote(country)}"
     )
     return question, sql
 
@@ -2378,12 +2284,14 @@ def _retail_count_orders(rng: random.Random, db: _Db) -> tuple[str, str]:
                 f"Count the {status} orders from {year}.",
             )
         )
-        where = f"status = {_q(status)}"
+        where = f"status = {quote(status)}"
     else:
         method = db.pick(rng, "payment")
         question = f"How many orders placed in {year} were paid by {method}?"
-        where = f"payment_method = {_q(method)}"
-    sql = f"SELECT COUNT(*) FROM orders WHERE {where} AND strftime('%Y', order_date) = {_q(year)}"
+        where = f"payment_method = {quote(method)}"
+    sql = (
+        f"SELECT COUNT(*) FROM orders WHERE {where} AND strftime('%Y', order_date) = {quote(year)}"
+    )
     return question, sql
 
 
@@ -2400,14 +2308,14 @@ def _retail_price_stats(rng: random.Random, db: _Db) -> tuple[str, str]:
         )
         sql = (
             f"SELECT {function}(p.price) FROM product p JOIN category c "
-            f"ON p.category_id = c.category_id WHERE c.name = {_q(category)}"
+            f"ON p.category_id = c.category_id WHERE c.name = {quote(category)}"
         )
         return question, sql
     supplier = db.pick(rng, "supplier")
     question = f"What is the {word} price of the products supplied by {supplier}?"
     sql = (
         f"SELECT {function}(p.price) FROM product p JOIN supplier s "
-        f"ON p.supplier_id = s.supplier_id WHERE s.name = {_q(supplier)}"
+        f"ON p.supplier_id = s.supplier_id WHERE s.name = {quote(supplier)}"
     )
     return question, sql
 
@@ -2432,7 +2340,7 @@ def _retail_category_sales_value(rng: random.Random, db: _Db) -> tuple[str, str]
         f"SELECT {measure} FROM order_item oi JOIN product p ON oi.product_id = p.product_id "
         "JOIN category c ON p.category_id = c.category_id "
         "JOIN orders o ON oi.order_id = o.order_id "
-        f"WHERE c.name = {_q(category)} AND strftime('%Y', o.order_date) = {_q(year)}"
+        f"WHERE c.name = {quote(category)} AND strftime('%Y', o.order_date) = {quote(year)}"
     )
     return question, sql
 
@@ -2444,7 +2352,7 @@ def _retail_frequent_customers(rng: random.Random, db: _Db) -> tuple[str, str]:
     scope = ""
     if rng.random() < 0.6:
         country = db.pick(rng, "country")
-        where = f" WHERE c.country = {_q(country)}"
+        where = f" WHERE c.country = {quote(country)}"
         scope = f" from {country}"
     question = rng.choice(
         (
@@ -2472,7 +2380,7 @@ def _retail_order_breakdown(rng: random.Random, db: _Db) -> tuple[str, str]:
         )
         sql = (
             "SELECT strftime('%m', order_date) AS month, COUNT(*) FROM orders "
-            f"WHERE strftime('%Y', order_date) = {_q(year)} GROUP BY month"
+            f"WHERE strftime('%Y', order_date) = {quote(year)} GROUP BY month"
         )
         return question, sql
     country = db.pick(rng, "country")
@@ -2484,7 +2392,7 @@ def _retail_order_breakdown(rng: random.Random, db: _Db) -> tuple[str, str]:
     )
     sql = (
         "SELECT o.status, COUNT(*) FROM orders o JOIN customer c ON o.customer_id = c.customer_id "
-        f"WHERE c.country = {_q(country)} GROUP BY o.status"
+        f"WHERE c.country = {quote(country)} GROUP BY o.status"
     )
     return question, sql
 
@@ -2501,14 +2409,14 @@ def _retail_products_by_supplier(rng: random.Random, db: _Db) -> tuple[str, str]
         )
         sql = (
             "SELECT p.name FROM product p JOIN supplier s ON p.supplier_id = s.supplier_id "
-            f"WHERE s.name = {_q(supplier)}"
+            f"WHERE s.name = {quote(supplier)}"
         )
         return question, sql
     count = rng.randint(5, 50)
     question = f"Which products from {supplier} have fewer than {count} units in stock?"
     sql = (
         "SELECT p.name FROM product p JOIN supplier s ON p.supplier_id = s.supplier_id "
-        f"WHERE s.name = {_q(supplier)} AND p.stock < {count}"
+        f"WHERE s.name = {quote(supplier)} AND p.stock < {count}"
     )
     return question, sql
 
@@ -2525,7 +2433,7 @@ def _retail_order_contents(rng: random.Random, db: _Db) -> tuple[str, str]:
         )
         sql = (
             "SELECT DISTINCT p.name FROM orders o JOIN order_item oi ON oi.order_id = o.order_id "
-            f"JOIN product p ON p.product_id = oi.product_id WHERE o.order_date = {_q(day)}"
+            f"JOIN product p ON p.product_id = oi.product_id WHERE o.order_date = {quote(day)}"
         )
         return question, sql
     first, last = db.pick(rng, "customer")
@@ -2539,7 +2447,7 @@ def _retail_order_contents(rng: random.Random, db: _Db) -> tuple[str, str]:
         "SELECT DISTINCT p.name FROM customer c JOIN orders o ON o.customer_id = c.customer_id "
         "JOIN order_item oi ON oi.order_id = o.order_id "
         "JOIN product p ON p.product_id = oi.product_id "
-        f"WHERE c.first_name = {_q(first)} AND c.last_name = {_q(last)}"
+        f"WHERE c.first_name = {quote(first)} AND c.last_name = {quote(last)}"
     )
     return question, sql
 
@@ -2557,7 +2465,7 @@ def _retail_best_sellers(rng: random.Random, db: _Db) -> tuple[str, str]:
         sql = (
             "SELECT p.name FROM product p JOIN category c ON p.category_id = c.category_id "
             "JOIN order_item oi ON oi.product_id = p.product_id "
-            f"WHERE c.name = {_q(category)} GROUP BY p.product_id "
+            f"WHERE c.name = {quote(category)} GROUP BY p.product_id "
             f"ORDER BY SUM(oi.quantity) DESC, p.product_id LIMIT {k}"
         )
         return question, sql
@@ -2569,7 +2477,7 @@ def _retail_best_sellers(rng: random.Random, db: _Db) -> tuple[str, str]:
     )
     sql = (
         "SELECT p.name FROM product p JOIN supplier s ON p.supplier_id = s.supplier_id "
-        f"WHERE s.name = {_q(supplier)} ORDER BY p.price DESC, p.product_id LIMIT {k}"
+        f"WHERE s.name = {quote(supplier)} ORDER BY p.price DESC, p.product_id LIMIT {k}"
     )
     return question, sql
 
@@ -2586,11 +2494,11 @@ def _retail_customers_who_bought_category(rng: random.Random, db: _Db) -> tuple[
     )
     sql = (
         "SELECT first_name, last_name FROM customer "
-        f"WHERE country = {_q(country)} AND customer_id IN (SELECT o.customer_id FROM orders o "
+        f"WHERE country = {quote(country)} AND customer_id IN (SELECT o.customer_id FROM orders o "
         "JOIN order_item oi ON oi.order_id = o.order_id "
         "JOIN product p ON p.product_id = oi.product_id "
         "JOIN category c ON c.category_id = p.category_id "
-        f"WHERE c.name = {_q(category)})"
+        f"WHERE c.name = {quote(category)})"
     )
     return question, sql
 
@@ -2610,11 +2518,11 @@ def _retail_above_average_price(rng: random.Random, db: _Db) -> tuple[str, str]:
         question = f"Which {category} products are priced above the {category} average?"
         average = (
             "(SELECT AVG(p2.price) FROM product p2 JOIN category c2 "
-            f"ON p2.category_id = c2.category_id WHERE c2.name = {_q(category)})"
+            f"ON p2.category_id = c2.category_id WHERE c2.name = {quote(category)})"
         )
     sql = (
         "SELECT p.name FROM product p JOIN category c ON p.category_id = c.category_id "
-        f"WHERE c.name = {_q(category)} AND p.price > {average}"
+        f"WHERE c.name = {quote(category)} AND p.price > {average}"
     )
     return question, sql
 
@@ -2658,8 +2566,8 @@ def _retail_two_categories(rng: random.Random, db: _Db) -> tuple[str, str]:
         + " Give their customer ids and names."
     )
     sql = (
-        f"{_RETAIL_CUSTOMERS_IN_CATEGORY.format(_q(country), _q(first))} {operation} "
-        f"{_RETAIL_CUSTOMERS_IN_CATEGORY.format(_q(country), _q(second))}"
+        f"{_RETAIL_CUSTOMERS_IN_CATEGORY.format(quote(country), quote(first))} {operation} "
+        f"{_RETAIL_CUSTOMERS_IN_CATEGORY.format(quote(country), quote(second))}"
     )
     return question, sql
 
@@ -2677,8 +2585,8 @@ def _retail_distinct_values(rng: random.Random, db: _Db) -> tuple[str, str]:
         )
         sql = (
             "SELECT DISTINCT c.country FROM customer c JOIN orders o "
-            f"ON o.customer_id = c.customer_id WHERE o.payment_method = {_q(method)} "
-            f"AND strftime('%Y', o.order_date) = {_q(year)}"
+            f"ON o.customer_id = c.customer_id WHERE o.payment_method = {quote(method)} "
+            f"AND strftime('%Y', o.order_date) = {quote(year)}"
         )
         return question, sql
     first, last = db.pick(rng, "customer")
@@ -2693,7 +2601,7 @@ def _retail_distinct_values(rng: random.Random, db: _Db) -> tuple[str, str]:
         "JOIN order_item oi ON oi.order_id = o.order_id "
         "JOIN product p ON p.product_id = oi.product_id "
         "JOIN category k ON k.category_id = p.category_id "
-        f"WHERE c.first_name = {_q(first)} AND c.last_name = {_q(last)}"
+        f"WHERE c.first_name = {quote(first)} AND c.last_name = {quote(last)}"
     )
     return question, sql
 
@@ -2716,7 +2624,7 @@ def _retail_value_by_payment_method(rng: random.Random, db: _Db) -> tuple[str, s
         "SELECT o.payment_method, SUM(oi.quantity * oi.unit_price) FROM orders o "
         "JOIN order_item oi ON oi.order_id = o.order_id "
         "JOIN customer c ON c.customer_id = o.customer_id "
-        f"WHERE c.country = {_q(country)} AND strftime('%Y', o.order_date) = {_q(year)} "
+        f"WHERE c.country = {quote(country)} AND strftime('%Y', o.order_date) = {quote(year)} "
         "GROUP BY o.payment_method"
     )
     return question, sql
@@ -2761,7 +2669,7 @@ def _retail_customers_without_orders(rng: random.Random, db: _Db) -> tuple[str, 
     )
     sql = (
         "SELECT first_name, last_name FROM customer "
-        f"WHERE strftime('%Y', signup_date) = {_q(year)} AND loyalty_tier = {_q(tier)} "
+        f"WHERE strftime('%Y', signup_date) = {quote(year)} AND loyalty_tier = {quote(tier)} "
         "AND customer_id NOT IN (SELECT customer_id FROM orders)"
     )
     return question, sql
@@ -2780,7 +2688,7 @@ def _retail_largest_order(rng: random.Random, db: _Db) -> tuple[str, str]:
     sql = (
         "SELECT o.order_id FROM customer c JOIN orders o ON o.customer_id = c.customer_id "
         "JOIN order_item oi ON oi.order_id = o.order_id "
-        f"WHERE c.first_name = {_q(first)} AND c.last_name = {_q(last)} GROUP BY o.order_id "
+        f"WHERE c.first_name = {quote(first)} AND c.last_name = {quote(last)} GROUP BY o.order_id "
         "ORDER BY SUM(oi.quantity * oi.unit_price) DESC, o.order_id LIMIT 1"
     )
     return question, sql
@@ -2803,7 +2711,7 @@ def _hospital_patients_by_blood_type(rng: random.Random, db: _Db) -> tuple[str, 
     )
     sql = (
         "SELECT first_name, last_name FROM patient "
-        f"WHERE blood_type = {_q(blood)} AND city = {_q(city)}"
+        f"WHERE blood_type = {quote(blood)} AND city = {quote(city)}"
     )
     return question, sql
 
@@ -2824,7 +2732,7 @@ def _hospital_patients_born_between(rng: random.Random, db: _Db) -> tuple[str, s
         )
     sql = (
         "SELECT first_name, last_name FROM patient WHERE city = "
-        f"{_q(city)} AND birth_date BETWEEN '{first}-01-01' AND '{last}-12-31'"
+        f"{quote(city)} AND birth_date BETWEEN '{first}-01-01' AND '{last}-12-31'"
     )
     return question, sql
 
@@ -2842,7 +2750,7 @@ def _hospital_patients_name_like(rng: random.Random, db: _Db) -> tuple[str, str]
     )
     sql = (
         "SELECT first_name, last_name FROM patient "
-        f"WHERE insurer = {_q(insurer)} AND last_name LIKE {_q(prefix + '%')}"
+        f"WHERE insurer = {quote(insurer)} AND last_name LIKE {quote(prefix + '%')}"
     )
     return question, sql
 
@@ -2859,8 +2767,8 @@ def _hospital_doctor_appointment_count(rng: random.Random, db: _Db) -> tuple[str
     )
     sql = (
         "SELECT COUNT(*) FROM appointment a JOIN doctor d ON a.doctor_id = d.doctor_id "
-        f"WHERE d.first_name = {_q(first)} AND d.last_name = {_q(last)} "
-        f"AND a.status = 'completed' AND strftime('%Y', a.appointment_date) = {_q(year)}"
+        f"WHERE d.first_name = {quote(first)} AND d.last_name = {quote(last)} "
+        f"AND a.status = 'completed' AND strftime('%Y', a.appointment_date) = {quote(year)}"
     )
     return question, sql
 
@@ -2881,8 +2789,8 @@ def _hospital_fee_stats(rng: random.Random, db: _Db) -> tuple[str, str]:
     sql = (
         f"SELECT {function}(a.fee) FROM appointment a JOIN doctor d "
         "ON a.doctor_id = d.doctor_id JOIN department p ON d.dept_id = p.dept_id "
-        f"WHERE p.name = {_q(dept)} AND a.status = 'completed' "
-        f"AND strftime('%Y', a.appointment_date) = {_q(year)}"
+        f"WHERE p.name = {quote(dept)} AND a.status = 'completed' "
+        f"AND strftime('%Y', a.appointment_date) = {quote(year)}"
     )
     return question, sql
 
@@ -2900,7 +2808,7 @@ def _hospital_busy_doctors(rng: random.Random, db: _Db) -> tuple[str, str]:
     sql = (
         "SELECT d.first_name, d.last_name FROM doctor d JOIN appointment a "
         "ON a.doctor_id = d.doctor_id WHERE a.status = 'completed' "
-        f"AND strftime('%Y', a.appointment_date) = {_q(year)} "
+        f"AND strftime('%Y', a.appointment_date) = {quote(year)} "
         f"GROUP BY d.doctor_id HAVING COUNT(*) > {count}"
     )
     return question, sql
@@ -2919,8 +2827,8 @@ def _hospital_department_breakdown(rng: random.Random, db: _Db) -> tuple[str, st
     )
     sql = (
         "SELECT p.name, COUNT(*) FROM appointment a JOIN doctor d ON a.doctor_id = d.doctor_id "
-        f"JOIN department p ON d.dept_id = p.dept_id WHERE a.status = {_q(status)} "
-        f"AND strftime('%Y', a.appointment_date) = {_q(year)} GROUP BY p.dept_id"
+        f"JOIN department p ON d.dept_id = p.dept_id WHERE a.status = {quote(status)} "
+        f"AND strftime('%Y', a.appointment_date) = {quote(year)} GROUP BY p.dept_id"
     )
     return question, sql
 
@@ -2941,8 +2849,8 @@ def _hospital_patients_of_doctor(rng: random.Random, db: _Db) -> tuple[str, str]
         "SELECT p.first_name, p.last_name FROM patient p "
         "JOIN appointment a ON a.patient_id = p.patient_id "
         "JOIN doctor d ON d.doctor_id = a.doctor_id "
-        f"WHERE d.first_name = {_q(first)} AND d.last_name = {_q(last)} "
-        f"AND strftime('%Y-%m', a.appointment_date) = {_q(month)}"
+        f"WHERE d.first_name = {quote(first)} AND d.last_name = {quote(last)} "
+        f"AND strftime('%Y-%m', a.appointment_date) = {quote(month)}"
     )
     return question, sql
 
@@ -2960,7 +2868,7 @@ def _hospital_top_medications(rng: random.Random, db: _Db) -> tuple[str, str]:
         "SELECT m.name FROM medication m JOIN prescription r ON r.medication_id = m.medication_id "
         "JOIN appointment a ON a.appointment_id = r.appointment_id "
         "JOIN doctor d ON d.doctor_id = a.doctor_id JOIN department p ON p.dept_id = d.dept_id "
-        f"WHERE p.name = {_q(dept)} GROUP BY m.medication_id "
+        f"WHERE p.name = {quote(dept)} GROUP BY m.medication_id "
         f"ORDER BY COUNT(*) DESC, m.medication_id LIMIT {k}"
     )
     return question, sql
@@ -2978,10 +2886,10 @@ def _hospital_patients_prescribed(rng: random.Random, db: _Db) -> tuple[str, str
     )
     sql = (
         "SELECT first_name, last_name FROM patient "
-        f"WHERE city = {_q(city)} AND patient_id IN (SELECT a.patient_id FROM appointment a "
+        f"WHERE city = {quote(city)} AND patient_id IN (SELECT a.patient_id FROM appointment a "
         "JOIN prescription r ON r.appointment_id = a.appointment_id "
         "JOIN medication m ON m.medication_id = r.medication_id "
-        f"WHERE m.name = {_q(medication)})"
+        f"WHERE m.name = {quote(medication)})"
     )
     return question, sql
 
@@ -2999,7 +2907,7 @@ def _hospital_doctors_above_average(rng: random.Random, db: _Db) -> tuple[str, s
     )
     sql = (
         "SELECT d.first_name, d.last_name FROM doctor d JOIN department p "
-        f"ON d.dept_id = p.dept_id WHERE p.name = {_q(dept)} "
+        f"ON d.dept_id = p.dept_id WHERE p.name = {quote(dept)} "
         f"AND d.hire_date < '{year}-01-01' AND d.salary > (SELECT AVG(salary) FROM doctor)"
     )
     return question, sql
@@ -3040,8 +2948,8 @@ def _hospital_two_departments(rng: random.Random, db: _Db) -> tuple[str, str]:
         + " Give their patient ids and names."
     )
     sql = (
-        f"{_HOSPITAL_PATIENTS_IN_DEPT.format(_q(city), _q(first))} {operation} "
-        f"{_HOSPITAL_PATIENTS_IN_DEPT.format(_q(city), _q(second))}"
+        f"{_HOSPITAL_PATIENTS_IN_DEPT.format(quote(city), quote(first))} {operation} "
+        f"{_HOSPITAL_PATIENTS_IN_DEPT.format(quote(city), quote(second))}"
     )
     return question, sql
 
@@ -3059,8 +2967,8 @@ def _hospital_distinct_reasons(rng: random.Random, db: _Db) -> tuple[str, str]:
     sql = (
         "SELECT DISTINCT a.reason FROM appointment a JOIN patient pa "
         "ON a.patient_id = pa.patient_id JOIN doctor d ON d.doctor_id = a.doctor_id "
-        f"JOIN department p ON p.dept_id = d.dept_id WHERE pa.city = {_q(city)} "
-        f"AND p.name = {_q(dept)}"
+        f"JOIN department p ON p.dept_id = d.dept_id WHERE pa.city = {quote(city)} "
+        f"AND p.name = {quote(dept)}"
     )
     return question, sql
 
@@ -3072,14 +2980,6 @@ UNSEEN_TEMPLATES: frozenset[str] = frozenset(t.name for t in _TEMPLATES if t.uns
 # ---------------------------------------------------------------------------------------------
 # Drawing tasks
 # ---------------------------------------------------------------------------------------------
-
-
-def _has_answer(connection: sqlite3.Connection, sql: str) -> bool:
-    """1 to _MAX_ROWS rows, and not a lone NULL/0 (an empty aggregate)."""
-    rows = connection.execute(sql).fetchmany(_MAX_ROWS + 1)
-    if not rows or len(rows) > _MAX_ROWS:
-        return False
-    return not (len(rows) == 1 and all(value is None or value == 0 for value in rows[0]))
 
 
 def _split_of(template: _Template, hashed: str) -> str:
@@ -3102,7 +3002,7 @@ def _draw(template: _Template, db: _Db, seed: int) -> Iterator[tuple[str, str]]:
             continue
         tried.add(sql)
         try:
-            answered = _has_answer(db.connection, sql)
+            answered = has_answer(db.connection, sql)
         except sqlite3.Error as error:
             raise RuntimeError(
                 f"template {template.name} wrote bad SQL ({error}): {sql}"
