@@ -1182,6 +1182,34 @@ _VALUE_QUERIES: dict[str, dict[str, str]] = {
     },
 }
 
+_SET_OPERATIONS = ("UNION", "INTERSECT", "EXCEPT")
+
+
+def _set_operation(
+    rng: random.Random,
+    operation: str,
+    phrasings: dict[str, tuple[str, ...]],
+    query: str,
+    first: str,
+    second: str,
+    *,
+    where: tuple[str, ...] = (),
+    suffix: str = "",
+    **slots: str,
+) -> tuple[str, str]:
+    """Return (question, SQL) of ``operation`` over ``query`` for ``first`` and ``second``.
+
+    ``phrasings[operation]`` holds the question's phrasings (``{first}``, ``{second}`` and
+    ``slots``); with more than one, ``rng`` picks it. ``query``'s ``{}`` take ``where``'s values,
+    then the compared one, each as a SQL literal.
+    """
+    options = phrasings[operation]
+    text = options[0] if len(options) == 1 else rng.choice(options)
+    question = text.format(first=first, second=second, **slots) + suffix
+    sides = [query.format(*(quote(v) for v in (*where, value))) for value in (first, second)]
+    return question, f"{sides[0]} {operation} {sides[1]}"
+
+
 _AGGREGATES = (
     ("AVG", "average"), ("MAX", "highest"), ("MIN", "lowest"), ("SUM", "total"),
 )  # fmt: skip
@@ -1570,27 +1598,30 @@ _CHINOOK_ARTISTS_IN_GENRE = (
 )
 
 
+_CHINOOK_SET_PHRASINGS = {
+    "playlists": {
+        "UNION": ('Which genres appear in the playlist "{first}" or in "{second}"?',),
+        "INTERSECT": ('Which genres appear in both the "{first}" and "{second}" playlists?',),
+        "EXCEPT": ('Which genres appear in the playlist "{first}" but not in "{second}"?',),
+    },
+    "genres": {
+        "UNION": ("Which artists have tracks in the {first} genre or the {second} genre?",),
+        "INTERSECT": ("Which artists have both {first} and {second} tracks?",),
+        "EXCEPT": ("Which artists have {first} tracks but no {second} tracks?",),
+    },
+}
+
+
 @_template("chinook", "set_operations", "set_op", quota=60)
 def _chinook_set_operations(rng: random.Random, db: _Db) -> tuple[str, str]:
-    operation = rng.choice(("UNION", "INTERSECT", "EXCEPT"))
+    operation = rng.choice(_SET_OPERATIONS)
     if rng.random() < 0.5:
         first, second = rng.sample(db.values("playlist"), 2)
-        query = _CHINOOK_GENRES_IN_PLAYLIST
-        question = {
-            "UNION": f'Which genres appear in the playlist "{first}" or in "{second}"?',
-            "INTERSECT": f'Which genres appear in both the "{first}" and "{second}" playlists?',
-            "EXCEPT": f'Which genres appear in the playlist "{first}" but not in "{second}"?',
-        }[operation]
+        query, phrasings = _CHINOOK_GENRES_IN_PLAYLIST, _CHINOOK_SET_PHRASINGS["playlists"]
     else:
         first, second = rng.sample(db.values("genre"), 2)
-        query = _CHINOOK_ARTISTS_IN_GENRE
-        question = {
-            "UNION": f"Which artists have tracks in the {first} genre or the {second} genre?",
-            "INTERSECT": f"Which artists have both {first} and {second} tracks?",
-            "EXCEPT": f"Which artists have {first} tracks but no {second} tracks?",
-        }[operation]
-    sql = f"{query.format(quote(first))} {operation} {query.format(quote(second))}"
-    return question, sql
+        query, phrasings = _CHINOOK_ARTISTS_IN_GENRE, _CHINOOK_SET_PHRASINGS["genres"]
+    return _set_operation(rng, operation, phrasings, query, first, second)
 
 
 @_template("chinook", "distinct_values", "distinct")
@@ -2053,36 +2084,32 @@ _UNI_STUDENTS_IN_COURSE = (
 )
 
 
+_UNI_SET_PHRASINGS = {
+    "UNION": (
+        "Which students took {first} or {second}?",
+        "List every student who has taken at least one of {first} and {second}.",
+    ),
+    "INTERSECT": (
+        "Which students took both {first} and {second}?",
+        "List the students who have taken {first} as well as {second}.",
+    ),
+    "EXCEPT": (
+        "Which students took {first} but never {second}?",
+        "List the students who have taken {first} without ever taking {second}.",
+    ),
+}
+
+
 @_template("university", "two_courses", "set_op", quota=60)
 def _uni_two_courses(rng: random.Random, db: _Db) -> tuple[str, str]:
     first, dept = db.pick(rng, "course")
     same_dept = [title for title, other in db.values("course") if other == dept and title != first]
     second = rng.choice(same_dept)
-    operation = rng.choice(("UNION", "INTERSECT", "EXCEPT"))
-    question = (
-        rng.choice(
-            {
-                "UNION": (
-                    f"Which students took {first} or {second}?",
-                    f"List every student who has taken at least one of {first} and {second}.",
-                ),
-                "INTERSECT": (
-                    f"Which students took both {first} and {second}?",
-                    f"List the students who have taken {first} as well as {second}.",
-                ),
-                "EXCEPT": (
-                    f"Which students took {first} but never {second}?",
-                    f"List the students who have taken {first} without ever taking {second}.",
-                ),
-            }[operation]
-        )
-        + " Give their student ids and names."
-    )
-    sql = (
-        f"{_UNI_STUDENTS_IN_COURSE.format(quote(first))} {operation} "
-        f"{_UNI_STUDENTS_IN_COURSE.format(quote(second))}"
-    )
-    return question, sql
+    operation = rng.choice(_SET_OPERATIONS)
+    return _set_operation(
+        rng, operation, _UNI_SET_PHRASINGS, _UNI_STUDENTS_IN_COURSE, first, second,
+        suffix=" Give their student ids and names.",
+    )  # fmt: skip
 
 
 @_template("university", "distinct_values", "distinct")
@@ -2537,39 +2564,33 @@ _RETAIL_CUSTOMERS_IN_CATEGORY = (
 )
 
 
+_RETAIL_SET_PHRASINGS = {
+    "UNION": (
+        "Which customers from {country} bought {first} or {second} products?",
+        "List the customers in {country} who ordered from the {first} category, the {second} "
+        "category, or both.",
+    ),
+    "INTERSECT": (
+        "Which customers from {country} bought both {first} and {second} products?",
+        "List the customers in {country} who have ordered {first} products and also {second} "
+        "products.",
+    ),
+    "EXCEPT": (
+        "Which customers from {country} bought {first} products but never any {second} products?",
+        "List the customers in {country} with {first} purchases but no {second} purchases.",
+    ),
+}
+
+
 @_template("retail", "two_categories", "set_op", quota=60)
 def _retail_two_categories(rng: random.Random, db: _Db) -> tuple[str, str]:
     first, second = rng.sample(db.values("category"), 2)
     country = db.pick(rng, "country")
-    operation = rng.choice(("UNION", "INTERSECT", "EXCEPT"))
-    question = (
-        rng.choice(
-            {
-                "UNION": (
-                    f"Which customers from {country} bought {first} or {second} products?",
-                    f"List the customers in {country} who ordered from the {first} category, the "
-                    f"{second} category, or both.",
-                ),
-                "INTERSECT": (
-                    f"Which customers from {country} bought both {first} and {second} products?",
-                    f"List the customers in {country} who have ordered {first} products and also "
-                    f"{second} products.",
-                ),
-                "EXCEPT": (
-                    f"Which customers from {country} bought {first} products but never any "
-                    f"{second} products?",
-                    f"List the customers in {country} with {first} purchases but no {second} "
-                    "purchases.",
-                ),
-            }[operation]
-        )
-        + " Give their customer ids and names."
-    )
-    sql = (
-        f"{_RETAIL_CUSTOMERS_IN_CATEGORY.format(quote(country), quote(first))} {operation} "
-        f"{_RETAIL_CUSTOMERS_IN_CATEGORY.format(quote(country), quote(second))}"
-    )
-    return question, sql
+    operation = rng.choice(_SET_OPERATIONS)
+    return _set_operation(
+        rng, operation, _RETAIL_SET_PHRASINGS, _RETAIL_CUSTOMERS_IN_CATEGORY, first, second,
+        where=(country,), suffix=" Give their customer ids and names.", country=country,
+    )  # fmt: skip
 
 
 @_template("retail", "distinct_values", "distinct")
@@ -2921,37 +2942,32 @@ _HOSPITAL_PATIENTS_IN_DEPT = (
 )
 
 
+_HOSPITAL_SET_PHRASINGS = {
+    "UNION": (
+        "Which patients from {city} have visited {first} or {second}?",
+        "List the patients living in {city} who have been seen in {first}, in {second}, or in "
+        "both.",
+    ),
+    "INTERSECT": (
+        "Which patients from {city} have visited both {first} and {second}?",
+        "List the {city} patients who have had appointments in {first} and also in {second}.",
+    ),
+    "EXCEPT": (
+        "Which patients from {city} have visited {first} but never {second}?",
+        "List the {city} patients seen in {first} who have never been to {second}.",
+    ),
+}
+
+
 @_template("hospital", "two_departments", "set_op", quota=35)
 def _hospital_two_departments(rng: random.Random, db: _Db) -> tuple[str, str]:
     first, second = rng.sample(db.values("dept"), 2)
     city = db.pick(rng, "city")
-    operation = rng.choice(("UNION", "INTERSECT", "EXCEPT"))
-    question = (
-        rng.choice(
-            {
-                "UNION": (
-                    f"Which patients from {city} have visited {first} or {second}?",
-                    f"List the patients living in {city} who have been seen in {first}, in "
-                    f"{second}, or in both.",
-                ),
-                "INTERSECT": (
-                    f"Which patients from {city} have visited both {first} and {second}?",
-                    f"List the {city} patients who have had appointments in {first} and also in "
-                    f"{second}.",
-                ),
-                "EXCEPT": (
-                    f"Which patients from {city} have visited {first} but never {second}?",
-                    f"List the {city} patients seen in {first} who have never been to {second}.",
-                ),
-            }[operation]
-        )
-        + " Give their patient ids and names."
-    )
-    sql = (
-        f"{_HOSPITAL_PATIENTS_IN_DEPT.format(quote(city), quote(first))} {operation} "
-        f"{_HOSPITAL_PATIENTS_IN_DEPT.format(quote(city), quote(second))}"
-    )
-    return question, sql
+    operation = rng.choice(_SET_OPERATIONS)
+    return _set_operation(
+        rng, operation, _HOSPITAL_SET_PHRASINGS, _HOSPITAL_PATIENTS_IN_DEPT, first, second,
+        where=(city,), suffix=" Give their patient ids and names.", city=city,
+    )  # fmt: skip
 
 
 @_template("hospital", "distinct_reasons", "distinct")
