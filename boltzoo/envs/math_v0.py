@@ -104,7 +104,8 @@ from boltzoo.envs.base import (
     string_parameters,
 )
 from boltzoo.envs.data.files import split_source
-from boltzoo.envs.data.math_tasks import MathTask, generate_tasks, load_calcx, load_gsm8k
+from boltzoo.envs.data.loaders import load_calcx, load_gsm8k
+from boltzoo.envs.data.math_tasks import MathTask, generate_tasks
 from boltzoo.envs.protocol import parse_verdict
 from boltzoo.envs.tools.calculator import CalcResult, evaluate, find_calls
 from boltzoo.errors import DatasetError

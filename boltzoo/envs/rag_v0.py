@@ -80,13 +80,11 @@ from boltzoo.envs.base import (
     string_parameters,
 )
 from boltzoo.envs.data.files import split_source
+from boltzoo.envs.data.loaders import load_corpus_jsonl, load_hotpotqa, load_musique
 from boltzoo.envs.data.rag_tasks import (
     RAGDataset,
     RAGTask,
     generate_dataset,
-    load_corpus_jsonl,
-    load_hotpotqa,
-    load_musique,
 )
 from boltzoo.envs.tools.retrieval import BM25Index, DenseIndex, Hit, make_retriever
 from boltzoo.errors import DatasetError

@@ -88,8 +88,9 @@ from boltzoo.envs.base import (
     ToolSpec,
     string_parameters,
 )
+from boltzoo.envs.data.loaders import load_spider
 from boltzoo.envs.data.sql_synthetic import KIND_SETS, TABLE_COUNTS, synthetic_tasks
-from boltzoo.envs.data.sql_tasks import SQLTask, generate_tasks, load_spider
+from boltzoo.envs.data.sql_tasks import SQLTask, generate_tasks
 from boltzoo.envs.protocol import extract_sql, parse_verdict
 from boltzoo.envs.tools.sql import QueryResult, SQLSandbox, gold_is_ordered, results_match
 from boltzoo.errors import DatasetError

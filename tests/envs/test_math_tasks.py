@@ -10,13 +10,12 @@ from fractions import Fraction
 
 import pytest
 
+from boltzoo.envs.data.loaders import load_calcx, load_gsm8k
 from boltzoo.envs.data.math_tasks import (
     LEVELS,
     SPLITS,
     MathTask,
     generate_tasks,
-    load_calcx,
-    load_gsm8k,
 )
 
 _TOKEN_RE = re.compile(r"\d+\.?\d*|\.\d+|[-+*/()]")

@@ -14,6 +14,7 @@ from collections import Counter
 import pytest
 
 from boltzoo.envs.data import rag_tasks
+from boltzoo.envs.data.loaders import load_corpus_jsonl, load_hotpotqa, load_musique
 from boltzoo.envs.data.rag_tasks import (
     CORPUS_ID,
     SPLITS,
@@ -21,9 +22,6 @@ from boltzoo.envs.data.rag_tasks import (
     RAGDataset,
     RAGTask,
     generate_dataset,
-    load_corpus_jsonl,
-    load_hotpotqa,
-    load_musique,
 )
 
 # What the generator itself knows (entities, facts, which passage states what, hop chains).

