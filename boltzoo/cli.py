@@ -486,6 +486,18 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_env_arg(parser: argparse.ArgumentParser) -> None:
+    """Add ``-e KEY=VALUE``: the env's keyword arguments (read by :func:`parse_env_kwargs`)."""
+    parser.add_argument(
+        "-e",
+        "--env-arg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="env keyword argument, e.g. -e level=medium -e max_turns=4 (repeatable)",
+    )
+
+
 def _play_arguments(parser: argparse.ArgumentParser, split: str) -> None:
     """Add the arguments of ``boltzoo eval`` and ``boltzoo rollout``: who plays, on what."""
     parser.add_argument("env", help="env id, e.g. math-v0 or boltzoo/math-v0")
@@ -512,14 +524,7 @@ def _play_arguments(parser: argparse.ArgumentParser, split: str) -> None:
     )
     parser.add_argument("--split", default=split)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "-e",
-        "--env-arg",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="env keyword argument, e.g. -e level=medium -e max_turns=4 (repeatable)",
-    )
+    _add_env_arg(parser)
     parser.add_argument(
         "--workers",
         type=int,
@@ -601,14 +606,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check.add_argument("env", help="env id, or module:callable")
     check.add_argument("--episodes", type=int, default=4, help="tasks each scripted policy plays")
-    check.add_argument(
-        "-e",
-        "--env-arg",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="env keyword argument (repeatable)",
-    )
+    _add_env_arg(check)
 
     ev = sub.add_parser("eval", help="evaluate a policy on an env's tasks")
     _play_arguments(ev, split="test")

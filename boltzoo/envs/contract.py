@@ -101,7 +101,8 @@ def check_env(env: str | AECEnv, *, episodes: int = 4, seed: int = 0, **kwargs: 
     """
     problems: list[str] = []
     passed: list[str] = []
-    if isinstance(env, str):
+    made = isinstance(env, str)  # then closed here at the end
+    if made:
         from boltzoo.registration import make
 
         env_id = env
@@ -184,7 +185,10 @@ def check_env(env: str | AECEnv, *, episodes: int = 4, seed: int = 0, **kwargs: 
                     f"task {index} ({episode.task_id}): an empty reply succeeded: the reward "
                     "pays for nothing"
                 )
-        passed.append(f"{label}: {successes}/{count} tasks succeeded")
+        else:
+            passed.append(f"{label}: {successes}/{count} tasks succeeded")
+    if made:
+        env.close()
     if problems:
         raise EnvCheckError(_numbered(name, problems))
     return passed

@@ -556,9 +556,7 @@ class TaskEnv(LLMTurnEnv):
 
     def _start_episode(self) -> str:
         self._chats: dict[str, list[dict[str, str]]] = {}
-        self._answers: dict[str, str] = {}
         self._tool_calls: list[dict[str, Any]] = []
-        self._oracle_turn = 0
         return self._begin(self.possible_agents[0], previous="")
 
     def _begin(self, agent: str, previous: str) -> str:
@@ -595,7 +593,6 @@ class TaskEnv(LLMTurnEnv):
             self._chats[agent].append({"role": "tool", "content": tool_text})
             self.transcript.append(("tools", tool_text))
             return agent
-        self._answers[agent] = text
         position = self.possible_agents.index(agent)
         if position + 1 < len(self.possible_agents):
             return self._begin(self.possible_agents[position + 1], previous=text)
@@ -656,7 +653,7 @@ class TaskEnv(LLMTurnEnv):
         if self.oracle is None:
             raise NotImplementedError("this TaskEnv has no oracle: give oracle='a row field'")
         actions = (
-            self.oracle(self.current_task.row)
+            self.oracle(copy.deepcopy(dict(self.current_task.row)))
             if callable(self.oracle)
             else (self.current_task.row[self.oracle])
         )
@@ -673,7 +670,7 @@ class TaskEnv(LLMTurnEnv):
         return ""
 
     def gold_texts(self) -> list[str]:
-        """Return the current task's gold: its ``gold=`` fields (default ``answer``), which the
-        task as first shown must not hold."""
+        """Return the current task's gold: its ``gold=`` fields (default ``answer``), which no
+        agent may see before an agent or a tool has said it (check_env looks)."""
         row = self.current_task.row
         return [str(row[name]) for name in self.gold if name in row]

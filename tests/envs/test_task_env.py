@@ -384,3 +384,12 @@ def test_check_env_reports_a_broken_env_as_such_not_as_split():
     boltzoo.register("tests/broken-env-v0", TaskEnv, tasks=ROWS, reward=lambda level: 0.0)
     with pytest.raises(EnvCheckError, match="making the env raised RewardFunctionError"):
         check_env("tests/broken-env-v0")
+
+
+def test_a_rows_file_changed_on_disk_is_read_again(tmp_path):
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in ROWS[:2]))
+    assert TaskEnv(tasks=str(path), reward=exact).num_tasks == 2
+    assert TaskEnv(tasks=str(path), reward=exact).num_tasks == 2  # parsed once, served again
+    path.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    assert [t.task_id for t in TaskEnv(tasks=str(path), reward=exact).tasks] == ["a", "b", "c"]

@@ -12,6 +12,7 @@ a missing file raises ``FileNotFoundError``. Messages start with ``"{file}, line
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -212,10 +213,12 @@ def located_rows(source: Any, what: str) -> list[tuple[str, dict]]:
     """
     if isinstance(source, str | os.PathLike):
         path = existing_file(source, what)
-        if str(path).endswith(".jsonl"):
-            located = [(f"{path}, line {line}", row) for line, _, row in jsonl_rows(path)]
-        else:
-            located = [(f"{path}, row {i}", row) for i, row in enumerate(read_json_list(path))]
+        status = path.stat()
+        # every env instance of a rollout reads the file: parse it once while it is unchanged
+        located = [
+            (where, dict(row) if isinstance(row, dict) else row)
+            for where, row in _file_rows(str(path.resolve()), status.st_mtime_ns, status.st_size)
+        ]
     elif isinstance(source, Sequence) and not isinstance(source, str | bytes):
         located = [(f"rows[{i}]", row) for i, row in enumerate(source)]
     else:
@@ -227,3 +230,11 @@ def located_rows(source: Any, what: str) -> list[tuple[str, dict]]:
         if not isinstance(row, dict):
             raise DatasetError(f"{where}: a row is a JSON object, got {type(row).__name__}")
     return located
+
+
+@functools.lru_cache(maxsize=16)
+def _file_rows(path: str, mtime_ns: int, size: int) -> tuple[tuple[str, Any], ...]:
+    """Return ``(where, row)`` of a rows file, cached by its path, time and size."""
+    if path.endswith(".jsonl"):
+        return tuple((f"{path}, line {line}", row) for line, _, row in jsonl_rows(path))
+    return tuple((f"{path}, row {i}", row) for i, row in enumerate(read_json_list(path)))
