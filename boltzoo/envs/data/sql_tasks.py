@@ -20,9 +20,10 @@ name, ``"<db>/<name>"``, to its kind): ``filter`` (=, <, >, BETWEEN, LIKE), ``ag
 (COUNT/SUM/AVG/MIN/MAX), ``group_by`` and ``group_having``, ``join2``, ``join3`` (three or more
 tables), ``top_k`` (ORDER BY ... LIMIT over a total order), ``nested_in`` (IN / NOT IN a
 subquery), ``nested_scalar`` (comparison with a scalar subquery), ``set_op`` (UNION, INTERSECT,
-EXCEPT) and ``distinct``. Slots are filled with values read from the database; an instance is
-kept only when its gold query returns 1-100 rows and not a lone NULL or 0 (else it is redrawn, a
-bounded number of times). A gold SQL text is used at most once per seed, with one phrasing.
+EXCEPT) and ``distinct``. A template is a row of a table (its slots, phrasings and SQL shape: see
+"Templates as rows" below), not a function. Slots are filled with values read from the
+database; an instance is kept only when its gold query returns 1-100 rows and not a lone NULL or
+0 (else it is redrawn, a bounded number of times). A gold SQL text is used at most once per seed, with one phrasing.
 
 Splits: ``test_unseen`` holds the templates in ``UNSEEN_TEMPLATES`` (a few per train/test
 database plus every ``hospital`` template). The other instances go to ``test`` when
@@ -38,12 +39,15 @@ import importlib.metadata
 import json
 import random
 import sqlite3
+import string
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
+from typing import Any
 
+from boltzoo.envs.data import sql_common
 from boltzoo.envs.data.cache import cache_dir
 from boltzoo.envs.data.files import (
     check_choice,
@@ -51,10 +55,6 @@ from boltzoo.envs.data.files import (
     short_digest,
 )
 from boltzoo.envs.data.sql_common import (
-    FIRST_NAMES,
-    LAST_NAMES,
-    US_CITIES,
-    WORLD_CITIES,
     SQLTask,
     build_atomically,
     connect_read_only,
@@ -414,7 +414,7 @@ def _random_date(rng: random.Random, start: date, end: date) -> date:
 
 
 def _person(rng: random.Random) -> tuple[str, str]:
-    return rng.choice(FIRST_NAMES), rng.choice(LAST_NAMES)
+    return rng.choice(sql_common.FIRST_NAMES), rng.choice(sql_common.LAST_NAMES)
 
 
 def _email(first: str, last: str, number: int, domain: str) -> str:
@@ -600,7 +600,7 @@ def _fill_university(connection: sqlite3.Connection, rng: random.Random) -> None
         major = rng.choices(range(1, len(departments) + 1), weights=dept_weights)[0]
         year = rng.randint(2018, 2024)
         born = _random_date(rng, date(year - 20, 1, 1), date(year - 18, 8, 31))
-        city = rng.choice(US_CITIES)
+        city = rng.choice(sql_common.US_CITIES)
         email = _email(first, last, student_id, "students.univ.edu")
         students.append((student_id, first, last, major, year, born.isoformat(), city, email))
         taken: set[int] = set()
@@ -758,8 +758,8 @@ def _fill_retail(connection: sqlite3.Connection, rng: random.Random) -> None:
                      rng.choice(category_suppliers), price, stock, added.isoformat())
                 )  # fmt: skip
     customers = []
-    cities = [(city, country) for city, country, _ in WORLD_CITIES]
-    city_weights = [weight for _, _, weight in WORLD_CITIES]
+    cities = [(city, country) for city, country, _ in sql_common.WORLD_CITIES]
+    city_weights = [weight for _, _, weight in sql_common.WORLD_CITIES]
     tiers, tier_weights = zip(*_LOYALTY_TIERS, strict=True)
     for customer_id in range(1, 901):
         first, last = _person(rng)
@@ -956,7 +956,7 @@ def _fill_hospital(connection: sqlite3.Connection, rng: random.Random) -> None:
         born = _random_date(rng, date(1935, 1, 1), date(2021, 12, 31))
         patients.append(
             (patient_id, first, last, rng.choice(("F", "M")), born.isoformat(),
-             rng.choice(US_CITIES), rng.choices(blood, weights=blood_weights)[0],
+             rng.choice(sql_common.US_CITIES), rng.choices(blood, weights=blood_weights)[0],
              rng.choices(insurers, weights=insurer_weights)[0])
         )  # fmt: skip
     statuses, status_weights = zip(*_APPOINTMENT_STATUSES, strict=True)
@@ -1042,43 +1042,6 @@ class _Db:
 
     def pick(self, rng: random.Random, key: str):  # a scalar, or a tuple for a row
         return rng.choice(self.values(key))
-
-
-_Build = Callable[[random.Random, _Db], tuple[str, str]]
-
-
-@dataclass(frozen=True)
-class _Template:
-    name: str
-    db_id: str
-    kind: str
-    unseen: bool
-    quota: int
-    build: _Build
-
-
-_TEMPLATES: list[_Template] = []
-KINDS = (
-    "filter", "aggregate", "group_by", "group_having", "join2", "join3", "top_k", "nested_in",
-    "nested_scalar", "set_op", "distinct",
-)  # fmt: skip
-
-
-def _template(
-    db_id: str, name: str, kind: str, *, unseen: bool = False, quota: int | None = None
-) -> Callable[[_Build], _Build]:
-    if kind not in KINDS:
-        raise ValueError(f"unknown template kind {kind!r}")
-    is_unseen = unseen or db_id == UNSEEN_DATABASE
-
-    def register(build: _Build) -> _Build:
-        default = _UNSEEN_QUOTA if is_unseen else _SEEN_QUOTA
-        _TEMPLATES.append(
-            _Template(f"{db_id}/{name}", db_id, kind, is_unseen, quota or default, build)
-        )
-        return build
-
-    return register
 
 
 def _money(value: float) -> str:
@@ -1175,422 +1138,249 @@ _VALUE_QUERIES: dict[str, dict[str, str]] = {
     },
 }
 
+
+
+# ---------------------------------------------------------------------------------------------
+# Templates as rows
+# ---------------------------------------------------------------------------------------------
+# A template is a row: its database, name and kind, then steps that fill named slots, run in
+# order. A step draws from the template's rng exactly where a hand-written generator would: the
+# order of a row's steps is the order of its draws (tests/envs/test_task_digests.py pins every
+# task). A step is a dict {slot: value}, its entries in order, a branch, or a tuple of steps:
+#   Pick("key")          a value read from the database (_VALUE_QUERIES[db]["key"]): rng.choice
+#   Sample("key", n)     n distinct values from the database: rng.sample
+#   Values("key")        all of them: no draw
+#   (a, b, ...) / range  one of them: rng.choice (a tuple of phrasings too)
+#   "text {slot}"        no draw: filled with the slots so far; {x!q} is x as a SQL literal,
+#                        {x:money}, {x:date}, {x:month}, {x:rank}, {x:ranks} word x (_WORDINGS)
+#   Choose(fn)           one of fn(slots): rng.choice
+#   Phrase(table)        a set operation's phrasing, table[slots["operation"]]: drawn if several
+#   lambda s: ...        no draw: computed from the slots so far
+#   Chance(p, then, otherwise=(), when=None)   `then` if `when` holds (when given) and
+#                        rng.random() < p, else `otherwise`; If(test, then, otherwise): no draw
+# A tuple key ("first", "last") unpacks a row-valued slot. The row's question and gold SQL are
+# its slots "question" and "sql".
+
+Slots = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Pick:
+    key: str
+
+
+@dataclass(frozen=True)
+class Sample:
+    key: str
+    count: int
+
+
+@dataclass(frozen=True)
+class Values:
+    key: str
+
+
+@dataclass(frozen=True)
+class Choose:
+    options: Callable[[Slots], Sequence]
+
+
+@dataclass(frozen=True)
+class Phrase:
+    table: Mapping[str, tuple[str, ...]]
+    suffix: str = ""
+
+
+@dataclass(frozen=True)
+class Chance:
+    p: float
+    then: Any
+    otherwise: Any = ()
+    when: Callable[[Slots], object] | None = None
+
+
+@dataclass(frozen=True)
+class If:
+    test: Callable[[Slots], object]
+    then: Any
+    otherwise: Any = ()
+
+
+def _month_phrase(month: str) -> str:
+    """``"2021-03"`` -> ``"March 2021"``."""
+    return f"{_MONTHS[int(month[5:7]) - 1]} {month[:4]}"
+
+
+_WORDINGS: dict[str, Callable[[Any], str]] = {
+    "money": _money,
+    "date": _pretty_date,
+    "month": _month_phrase,
+    "ranks": _rank_phrase,
+    "rank": lambda rank: _rank_phrase(rank, plural=False),
+}
+
+
+class _SlotFormatter(string.Formatter):
+    def convert_field(self, value: Any, conversion: str | None) -> Any:
+        return quote(value) if conversion == "q" else super().convert_field(value, conversion)
+
+    def format_field(self, value: Any, format_spec: str) -> str:
+        wording = _WORDINGS.get(format_spec)
+        return wording(value) if wording else super().format_field(value, format_spec)
+
+
+_FORMATTER = _SlotFormatter()
+
+
+def _fill(text: str, slots: Slots) -> str:
+    return _FORMATTER.vformat(text, (), slots)
+
+
+def _value(spec: Any, rng: random.Random, db: _Db, slots: Slots) -> Any:
+    if isinstance(spec, Pick):
+        return db.pick(rng, spec.key)
+    if isinstance(spec, Sample):
+        return rng.sample(db.values(spec.key), spec.count)
+    if isinstance(spec, Values):
+        return db.values(spec.key)
+    if isinstance(spec, Choose):
+        return rng.choice(spec.options(slots))
+    if isinstance(spec, Phrase):  # _set_operation's rule: a single phrasing is not drawn
+        options = spec.table[slots["operation"]]
+        text = options[0] if len(options) == 1 else rng.choice(options)
+        return _fill(text, slots) + spec.suffix
+    if isinstance(spec, (tuple, range)):
+        spec = rng.choice(spec)
+    if isinstance(spec, str):
+        return _fill(spec, slots)
+    return spec(slots) if callable(spec) else spec
+
+
+def _run(steps: Any, rng: random.Random, db: _Db, slots: Slots) -> None:
+    if isinstance(steps, dict):
+        for name, spec in steps.items():
+            value = _value(spec, rng, db, slots)
+            if isinstance(name, tuple):
+                slots.update(zip(name, value, strict=True))
+            else:
+                slots[name] = value
+    elif isinstance(steps, Chance):
+        taken = (steps.when is None or steps.when(slots)) and rng.random() < steps.p
+        _run(steps.then if taken else steps.otherwise, rng, db, slots)
+    elif isinstance(steps, If):
+        _run(steps.then if steps.test(slots) else steps.otherwise, rng, db, slots)
+    else:
+        for step in steps:
+            _run(step, rng, db, slots)
+
+
+@dataclass(frozen=True)
+class _Template:
+    name: str
+    db_id: str
+    kind: str
+    unseen: bool
+    quota: int
+    steps: tuple
+
+    def build(self, rng: random.Random, db: _Db) -> tuple[str, str]:
+        """One (question, gold SQL) drawn from ``rng``."""
+        slots: Slots = {}
+        _run(self.steps, rng, db, slots)
+        return slots["question"], slots["sql"]
+
+
+KINDS = (
+    "filter", "aggregate", "group_by", "group_having", "join2", "join3", "top_k", "nested_in",
+    "nested_scalar", "set_op", "distinct",
+)  # fmt: skip
+
+
+def _template(
+    db_id: str, name: str, kind: str, *steps: Any, unseen: bool = False, quota: int | None = None
+) -> _Template:
+    if kind not in KINDS:
+        raise ValueError(f"unknown template kind {kind!r}")
+    unseen = unseen or db_id == UNSEEN_DATABASE
+    quota = quota or (_UNSEEN_QUOTA if unseen else _SEEN_QUOTA)
+    return _Template(f"{db_id}/{name}", db_id, kind, unseen, quota, steps)
+
+
+# Shapes that several templates share.
 _SET_OPERATIONS = ("UNION", "INTERSECT", "EXCEPT")
-
-
-def _set_operation(
-    rng: random.Random,
-    operation: str,
-    phrasings: dict[str, tuple[str, ...]],
-    query: str,
-    first: str,
-    second: str,
-    *,
-    where: tuple[str, ...] = (),
-    suffix: str = "",
-    **slots: str,
-) -> tuple[str, str]:
-    """Return (question, SQL) of ``operation`` over ``query`` for ``first`` and ``second``.
-
-    ``phrasings[operation]`` holds the question's phrasings (``{first}``, ``{second}`` and
-    ``slots``); with more than one, ``rng`` picks it. ``query``'s ``{}`` take ``where``'s values,
-    then the compared one, each as a SQL literal.
-    """
-    options = phrasings[operation]
-    text = options[0] if len(options) == 1 else rng.choice(options)
-    question = text.format(first=first, second=second, **slots) + suffix
-    sides = [query.format(*(quote(v) for v in (*where, value))) for value in (first, second)]
-    return question, f"{sides[0]} {operation} {sides[1]}"
-
-
 _AGGREGATES = (
     ("AVG", "average"), ("MAX", "highest"), ("MIN", "lowest"), ("SUM", "total"),
 )  # fmt: skip
+
+
+def _set_sql(query: str) -> Callable[[Slots], str]:
+    """``query`` for {first}, OPERATION, ``query`` for {second}: {side} is the compared value."""
+    return lambda s: f" {s['operation']} ".join(
+        _fill(query, {**s, "side": s[side]}) for side in ("first", "second")
+    )
+
+
+def _set_operation_in(
+    db_id: str, name: str, compared: str, place: str, phrasings: Mapping[str, tuple[str, ...]],
+    query: str, who: str, *, quota: int,
+) -> _Template:
+    """Two ``compared`` values, one ``place``, a set operation over ``query`` (people who ...)."""
+    return _template(
+        db_id, name, "set_op",
+        {
+            ("first", "second"): Sample(compared, 2),
+            place: Pick(place),
+            "operation": _SET_OPERATIONS,
+            "question": Phrase(phrasings, f" Give their {who} ids and names."),
+            "sql": _set_sql(query),
+        },
+        quota=quota,
+    )  # fmt: skip
+
+
+def _more_or_at_least(more: Any, at_least: Any) -> Chance:
+    """Half the time "more than {count}" (COUNT(*) > count), else "at least" (>=)."""
+    return Chance(
+        0.5,
+        {"question": more, "having": "COUNT(*) > {count}"},
+        {"question": at_least, "having": "COUNT(*) >= {count}"},
+    )
+
+
+def _one_or_many(one: str, many: Any) -> If:
+    """The question for k == 1 (one phrasing), else ``many`` (one or a tuple to draw from)."""
+    return If(lambda s: s["k"] == 1, {"question": one}, {"question": many})
+
+
+def _k_of(noun: str) -> Callable[[Slots], str]:
+    """``"customer"`` for k == 1, else ``"{k} customers"``."""
+    return lambda s: noun if s["k"] == 1 else f"{s['k']} {noun}s"
+
+
+def _like_prefix(column: str) -> Callable[[Slots], str]:
+    """The first {cut} characters of slot ``column``, or its first if they are not alphanumeric."""
+
+    def prefix(s: Slots) -> str:
+        cut = s[column][: s["cut"]]
+        return cut if cut.replace(" ", "").isalnum() else s[column][:1]
+
+    return prefix
 
 
 # ---------------------------------------------------------------------------------------------
 # Templates: chinook
 # ---------------------------------------------------------------------------------------------
 
-
-@_template("chinook", "customers_in_place", "filter")
-def _chinook_customers_in_place(rng: random.Random, db: _Db) -> tuple[str, str]:
-    if rng.random() < 0.5:
-        place, column = db.pick(rng, "country"), "Country"
-    else:
-        place, column = db.pick(rng, "city"), "City"
-    question = rng.choice(
-        (
-            f"Which customers live in {place}? Give their first and last names.",
-            f"List the first and last names of the customers from {place}.",
-            f"Who are our customers based in {place}?",
-        )
-    )
-    return question, f"SELECT FirstName, LastName FROM Customer WHERE {column} = {quote(place)}"
-
-
-@_template("chinook", "invoices_total_between", "filter")
-def _chinook_invoices_total_between(rng: random.Random, db: _Db) -> tuple[str, str]:
-    country = db.pick(rng, "billing_country")
-    low = rng.choice((1, 2, 3, 4, 5, 6, 8, 10, 12))
-    high = low + rng.choice((1, 2, 3, 4, 5, 8, 10))
-    question = rng.choice(
-        (
-            f"Which invoices billed to {country} have a total between {_money(low)} and "
-            f"{_money(high)}? Show the invoice id and the total.",
-            f"List the id and total of every invoice from {country} whose total is between "
-            f"{_money(low)} and {_money(high)}.",
-        )
-    )
-    sql = (
-        f"SELECT InvoiceId, Total FROM Invoice WHERE BillingCountry = {quote(country)} "
-        f"AND Total BETWEEN {low} AND {high}"
-    )
-    return question, sql
-
-
-@_template("chinook", "artists_name_like", "filter")
-def _chinook_artists_name_like(rng: random.Random, db: _Db) -> tuple[str, str]:
-    name = db.pick(rng, "artist")
-    words = _like_words(name)
-    if words and rng.random() < 0.5:
-        word = rng.choice(words)
-        question = rng.choice(
-            (
-                f'Which artists have "{word}" somewhere in their name?',
-                f'List the artists whose name contains the word "{word}".',
-            )
-        )
-        return question, f"SELECT Name FROM Artist WHERE Name LIKE {quote(f'%{word}%')}"
-    prefix = name[: rng.choice((2, 3, 4))]
-    if not prefix.replace(" ", "").isalnum():
-        prefix = name[:1]
-    question = rng.choice(
-        (
-            f'Which artists have a name that starts with "{prefix}"?',
-            f'List all artists whose names begin with "{prefix}".',
-            f'Show me the artists with names starting with "{prefix}".',
-        )
-    )
-    return question, f"SELECT Name FROM Artist WHERE Name LIKE {quote(f'{prefix}%')}"
-
-
-@_template("chinook", "tracks_by_length", "filter")
-def _chinook_tracks_by_length(rng: random.Random, db: _Db) -> tuple[str, str]:
-    if rng.random() < 0.5:
-        seconds = rng.randrange(5, 125, 5)
-        question = rng.choice(
-            (
-                f"Which tracks are shorter than {seconds} seconds?",
-                f"List the names of all tracks that last less than {seconds} seconds.",
-            )
-        )
-        return question, f"SELECT Name FROM Track WHERE Milliseconds < {seconds * 1000}"
-    minutes = rng.randrange(15, 90, 1)
-    question = rng.choice(
-        (
-            f"Which tracks are longer than {minutes} minutes?",
-            f"List the names of the tracks that run for more than {minutes} minutes.",
-        )
-    )
-    return question, f"SELECT Name FROM Track WHERE Milliseconds > {minutes * 60000}"
-
-
-@_template("chinook", "count_tracks", "aggregate")
-def _chinook_count_tracks(rng: random.Random, db: _Db) -> tuple[str, str]:
-    if rng.random() < 0.7:
-        genre = db.pick(rng, "genre")
-        question = rng.choice(
-            (
-                f"How many tracks are there in the {genre} genre?",
-                f"How many {genre} tracks does the store have?",
-                f"Count the tracks whose genre is {genre}.",
-            )
-        )
-        sql = (
-            "SELECT COUNT(*) FROM Track t JOIN Genre g ON t.GenreId = g.GenreId "
-            f"WHERE g.Name = {quote(genre)}"
-        )
-        return question, sql
-    media = db.pick(rng, "media_type")
-    genre = db.pick(rng, "genre")
-    question = f"How many {genre} tracks are stored as {media}?"
-    sql = (
-        "SELECT COUNT(*) FROM Track t JOIN Genre g ON t.GenreId = g.GenreId "
-        "JOIN MediaType m ON t.MediaTypeId = m.MediaTypeId "
-        f"WHERE g.Name = {quote(genre)} AND m.Name = {quote(media)}"
-    )
-    return question, sql
-
-
-@_template("chinook", "invoice_stats", "aggregate")
-def _chinook_invoice_stats(rng: random.Random, db: _Db) -> tuple[str, str]:
-    function, word = rng.choice(_AGGREGATES)
-    country = db.pick(rng, "billing_country")
-    noun = "amount billed" if function == "SUM" else "invoice total"
-    where = f"BillingCountry = {quote(country)}"
-    place = f"to {country}"
-    if rng.random() < 0.6:
-        year = db.pick(rng, "year")
-        where += f" AND strftime('%Y', InvoiceDate) = {quote(year)}"
-        place += f" in {year}"
-    question = rng.choice(
-        (
-            f"What is the {word} {noun} for invoices billed {place}?",
-            f"Considering the invoices billed {place}, what was the {word} {noun}?",
-        )
-    )
-    return question, f"SELECT {function}(Total) FROM Invoice WHERE {where}"
-
-
-@_template("chinook", "genres_with_many_tracks", "group_having")
-def _chinook_genres_with_many_tracks(rng: random.Random, db: _Db) -> tuple[str, str]:
-    count = rng.choice((5, 10, 15, 20, 25, 30, 40, 50, 60, 75, 100, 150, 200, 300, 500))
-    if rng.random() < 0.5:
-        question = rng.choice(
-            (
-                f"Which genres have more than {count} tracks?",
-                f"List the genres with over {count} tracks in the catalogue.",
-            )
-        )
-        having = f"COUNT(*) > {count}"
-    else:
-        question = f"Which genres have at least {count} tracks?"
-        having = f"COUNT(*) >= {count}"
-    sql = (
-        "SELECT g.Name FROM Genre g JOIN Track t ON t.GenreId = g.GenreId "
-        f"GROUP BY g.GenreId HAVING {having}"
-    )
-    return question, sql
-
-
-@_template("chinook", "artists_with_many_albums", "group_having", quota=20)
-def _chinook_artists_with_many_albums(rng: random.Random, db: _Db) -> tuple[str, str]:
-    count = rng.randint(2, 12)
-    if rng.random() < 0.5:
-        question = rng.choice(
-            (
-                f"Which artists have released more than {count} albums?",
-                f"Name the artists with more than {count} albums in the store.",
-            )
-        )
-        having = f"COUNT(*) > {count}"
-    else:
-        question = f"Which artists have at least {count} albums?"
-        having = f"COUNT(*) >= {count}"
-    sql = (
-        "SELECT ar.Name FROM Artist ar JOIN Album al ON al.ArtistId = ar.ArtistId "
-        f"GROUP BY ar.ArtistId HAVING {having}"
-    )
-    return question, sql
-
-
-@_template("chinook", "countries_with_many_customers", "group_having", quota=15)
-def _chinook_countries_with_many_customers(rng: random.Random, db: _Db) -> tuple[str, str]:
-    count = rng.randint(1, 10)
-    if rng.random() < 0.5:
-        question = f"Which countries have more than {count} customers?"
-        having = f"COUNT(*) > {count}"
-    else:
-        question = f"In which countries do we have at least {count} customers?"
-        having = f"COUNT(*) >= {count}"
-    return question, f"SELECT Country FROM Customer GROUP BY Country HAVING {having}"
-
-
-@_template("chinook", "per_group_breakdown", "group_by")
-def _chinook_per_group_breakdown(rng: random.Random, db: _Db) -> tuple[str, str]:
-    if rng.random() < 0.5:
-        playlist = db.pick(rng, "playlist")
-        question = rng.choice(
-            (
-                f'For each genre, how many tracks are in the playlist "{playlist}"?',
-                f'Break down the tracks of the "{playlist}" playlist by genre: give each '
-                "genre's name and its number of tracks.",
-            )
-        )
-        sql = (
-            "SELECT g.Name, COUNT(*) FROM Playlist p "
-            "JOIN PlaylistTrack pt ON pt.PlaylistId = p.PlaylistId "
-            "JOIN Track t ON t.TrackId = pt.TrackId JOIN Genre g ON g.GenreId = t.GenreId "
-            f"WHERE p.Name = {quote(playlist)} GROUP BY g.GenreId"
-        )
-        return question, sql
-    year = db.pick(rng, "year")
-    function, word = rng.choice((("SUM", "total"), ("AVG", "average"), ("COUNT", "number of")))
-    if function == "COUNT":
-        question = f"How many invoices were billed to each country in {year}?"
-        measure = "COUNT(*)"
-    else:
-        question = f"What was the {word} invoice amount per billing country in {year}?"
-        measure = f"{function}(Total)"
-    sql = (
-        f"SELECT BillingCountry, {measure} FROM Invoice "
-        f"WHERE strftime('%Y', InvoiceDate) = {quote(year)} GROUP BY BillingCountry"
-    )
-    return question, sql
-
-
-@_template("chinook", "albums_by_artist", "join2")
-def _chinook_albums_by_artist(rng: random.Random, db: _Db) -> tuple[str, str]:
-    artist = db.pick(rng, "artist")
-    question = rng.choice(
-        (
-            f"What albums by {artist} are in the store?",
-            f"List the titles of the albums by {artist}.",
-            f"Which albums did {artist} release?",
-        )
-    )
-    sql = (
-        "SELECT al.Title FROM Album al JOIN Artist ar ON al.ArtistId = ar.ArtistId "
-        f"WHERE ar.Name = {quote(artist)}"
-    )
-    return question, sql
-
-
-@_template("chinook", "tracks_by_artist", "join3")
-def _chinook_tracks_by_artist(rng: random.Random, db: _Db) -> tuple[str, str]:
-    artist = db.pick(rng, "artist")
-    if rng.random() < 0.6:
-        question = rng.choice(
-            (
-                f"List the names of all tracks by {artist}.",
-                f"Which songs by {artist} do we have?",
-            )
-        )
-        sql = (
-            "SELECT t.Name FROM Track t JOIN Album al ON t.AlbumId = al.AlbumId "
-            f"JOIN Artist ar ON al.ArtistId = ar.ArtistId WHERE ar.Name = {quote(artist)}"
-        )
-        return question, sql
-    seconds = rng.choice((180, 240, 300, 360, 420))
-    question = f"Which tracks by {artist} are longer than {seconds // 60} minutes?"
-    sql = (
-        "SELECT t.Name FROM Track t JOIN Album al ON t.AlbumId = al.AlbumId "
-        f"JOIN Artist ar ON al.ArtistId = ar.ArtistId WHERE ar.Name = {quote(artist)} "
-        f"AND t.Milliseconds > {seconds * 1000}"
-    )
-    return question, sql
-
-
-@_template("chinook", "longest_tracks_in_genre", "top_k")
-def _chinook_longest_tracks_in_genre(rng: random.Random, db: _Db) -> tuple[str, str]:
-    genre = db.pick(rng, "genre")
-    k = rng.randint(1, 10)
-    longest = rng.random() < 0.6
-    adjective = "longest" if longest else "shortest"
-    if k == 1:
-        question = f"What is the {adjective} {genre} track?"
-    else:
-        question = rng.choice(
-            (
-                f"What are the {k} {adjective} {genre} tracks?",
-                f"Name the {k} {adjective} tracks in the {genre} genre.",
-            )
-        )
-    sql = (
-        "SELECT t.Name FROM Track t JOIN Genre g ON t.GenreId = g.GenreId "
-        f"WHERE g.Name = {quote(genre)} "
-        f"ORDER BY t.Milliseconds {'DESC' if longest else 'ASC'}, t.TrackId LIMIT {k}"
-    )
-    return question, sql
-
-
-@_template("chinook", "top_customers_by_spending", "top_k")
-def _chinook_top_customers_by_spending(rng: random.Random, db: _Db) -> tuple[str, str]:
-    year = db.pick(rng, "year")
-    k = rng.randint(1, 10)
-    who = "customer" if k == 1 else f"{k} customers"
-    question = rng.choice(
-        (
-            f"Who were the top {who} by total spending in {year}? Give first and last names.",
-            f"Which {who} spent the most money in {year}?",
-        )
-    )
-    sql = (
-        "SELECT c.FirstName, c.LastName FROM Customer c "
-        "JOIN Invoice i ON i.CustomerId = c.CustomerId "
-        f"WHERE strftime('%Y', i.InvoiceDate) = {quote(year)} GROUP BY c.CustomerId "
-        f"ORDER BY SUM(i.Total) DESC, c.CustomerId LIMIT {k}"
-    )
-    return question, sql
-
-
-@_template("chinook", "who_has_genre", "nested_in")
-def _chinook_who_has_genre(rng: random.Random, db: _Db) -> tuple[str, str]:
-    genre = db.pick(rng, "genre")
-    if rng.random() < 0.5:
-        question = rng.choice(
-            (
-                f"Which artists have at least one {genre} track?",
-                f"List the artists who recorded any {genre} music.",
-            )
-        )
-        sql = (
-            "SELECT Name FROM Artist WHERE ArtistId IN (SELECT al.ArtistId FROM Album al "
-            "JOIN Track t ON t.AlbumId = al.AlbumId JOIN Genre g ON g.GenreId = t.GenreId "
-            f"WHERE g.Name = {quote(genre)})"
-        )
-        return question, sql
-    country = db.pick(rng, "country")
-    question = rng.choice(
-        (
-            f"Which customers from {country} have bought any {genre} tracks?",
-            f"List the customers in {country} who purchased at least one {genre} track.",
-        )
-    )
-    sql = (
-        "SELECT FirstName, LastName FROM Customer "
-        f"WHERE Country = {quote(country)} AND CustomerId IN (SELECT i.CustomerId FROM Invoice i "
-        "JOIN InvoiceLine il ON il.InvoiceId = i.InvoiceId JOIN Track t ON t.TrackId = il.TrackId "
-        f"JOIN Genre g ON g.GenreId = t.GenreId WHERE g.Name = {quote(genre)})"
-    )
-    return question, sql
-
-
-@_template("chinook", "above_average", "nested_scalar")
-def _chinook_above_average(rng: random.Random, db: _Db) -> tuple[str, str]:
-    if rng.random() < 0.5:
-        genre = db.pick(rng, "genre")
-        question = rng.choice(
-            (
-                f"Which {genre} tracks are longer than the average track?",
-                f"List the {genre} tracks whose length is above the average length of all tracks.",
-            )
-        )
-        sql = (
-            "SELECT t.Name FROM Track t JOIN Genre g ON t.GenreId = g.GenreId "
-            f"WHERE g.Name = {quote(genre)} "
-            "AND t.Milliseconds > (SELECT AVG(Milliseconds) FROM Track)"
-        )
-        return question, sql
-    country = db.pick(rng, "billing_country")
-    question = rng.choice(
-        (
-            f"Which invoices billed to {country} are above the average invoice total? "
-            "Show the invoice id and total.",
-            f"List the id and total of the invoices from {country} that exceed the average "
-            "invoice total.",
-        )
-    )
-    sql = (
-        f"SELECT InvoiceId, Total FROM Invoice WHERE BillingCountry = {quote(country)} "
-        "AND Total > (SELECT AVG(Total) FROM Invoice)"
-    )
-    return question, sql
-
-
 _CHINOOK_GENRES_IN_PLAYLIST = (
     "SELECT g.Name FROM Genre g JOIN Track t ON t.GenreId = g.GenreId "
     "JOIN PlaylistTrack pt ON pt.TrackId = t.TrackId "
-    "JOIN Playlist p ON p.PlaylistId = pt.PlaylistId WHERE p.Name = {}"
+    "JOIN Playlist p ON p.PlaylistId = pt.PlaylistId WHERE p.Name = {side!q}"
 )
 _CHINOOK_ARTISTS_IN_GENRE = (
     "SELECT ar.Name FROM Artist ar JOIN Album al ON al.ArtistId = ar.ArtistId "
     "JOIN Track t ON t.AlbumId = al.AlbumId JOIN Genre g ON g.GenreId = t.GenreId "
-    "WHERE g.Name = {}"
+    "WHERE g.Name = {side!q}"
 )
-
-
 _CHINOOK_SET_PHRASINGS = {
     "playlists": {
         "UNION": ('Which genres appear in the playlist "{first}" or in "{second}"?',),
@@ -1604,479 +1394,481 @@ _CHINOOK_SET_PHRASINGS = {
     },
 }
 
-
-@_template("chinook", "set_operations", "set_op", quota=60)
-def _chinook_set_operations(rng: random.Random, db: _Db) -> tuple[str, str]:
-    operation = rng.choice(_SET_OPERATIONS)
-    if rng.random() < 0.5:
-        first, second = rng.sample(db.values("playlist"), 2)
-        query, phrasings = _CHINOOK_GENRES_IN_PLAYLIST, _CHINOOK_SET_PHRASINGS["playlists"]
-    else:
-        first, second = rng.sample(db.values("genre"), 2)
-        query, phrasings = _CHINOOK_ARTISTS_IN_GENRE, _CHINOOK_SET_PHRASINGS["genres"]
-    return _set_operation(rng, operation, phrasings, query, first, second)
-
-
-@_template("chinook", "distinct_values", "distinct")
-def _chinook_distinct_values(rng: random.Random, db: _Db) -> tuple[str, str]:
-    if rng.random() < 0.6:
-        first, last = db.pick(rng, "customer")
-        question = rng.choice(
+_CHINOOK_TEMPLATES = (
+    _template(
+        "chinook", "customers_in_place", "filter",
+        Chance(
+            0.5,
+            {"place": Pick("country"), "column": "Country"},
+            {"place": Pick("city"), "column": "City"},
+        ),
+        {
+            "question": (
+                "Which customers live in {place}? Give their first and last names.",
+                "List the first and last names of the customers from {place}.",
+                "Who are our customers based in {place}?",
+            ),
+            "sql": "SELECT FirstName, LastName FROM Customer WHERE {column} = {place!q}",
+        },
+    ),
+    _template(
+        "chinook", "invoices_total_between", "filter",
+        {
+            "country": Pick("billing_country"),
+            "low": (1, 2, 3, 4, 5, 6, 8, 10, 12),
+            "width": (1, 2, 3, 4, 5, 8, 10),
+            "high": lambda s: s["low"] + s["width"],
+            "question": (
+                "Which invoices billed to {country} have a total between {low:money} and "
+                "{high:money}? Show the invoice id and the total.",
+                "List the id and total of every invoice from {country} whose total is between "
+                "{low:money} and {high:money}.",
+            ),
+            "sql": "SELECT InvoiceId, Total FROM Invoice WHERE BillingCountry = {country!q} "
+            "AND Total BETWEEN {low} AND {high}",
+        },
+    ),
+    _template(
+        "chinook", "artists_name_like", "filter",
+        {"name": Pick("artist"), "words": lambda s: _like_words(s["name"])},
+        Chance(
+            0.5,
+            {
+                "word": Choose(lambda s: s["words"]),
+                "question": (
+                    'Which artists have "{word}" somewhere in their name?',
+                    'List the artists whose name contains the word "{word}".',
+                ),
+                "pattern": "%{word}%",
+            },
+            {
+                "cut": (2, 3, 4),
+                "prefix": _like_prefix("name"),
+                "question": (
+                    'Which artists have a name that starts with "{prefix}"?',
+                    'List all artists whose names begin with "{prefix}".',
+                    'Show me the artists with names starting with "{prefix}".',
+                ),
+                "pattern": "{prefix}%",
+            },
+            when=lambda s: s["words"],
+        ),
+        {"sql": "SELECT Name FROM Artist WHERE Name LIKE {pattern!q}"},
+    ),
+    _template(
+        "chinook", "tracks_by_length", "filter",
+        Chance(
+            0.5,
+            {
+                "seconds": range(5, 125, 5),
+                "ms": lambda s: s["seconds"] * 1000,
+                "question": (
+                    "Which tracks are shorter than {seconds} seconds?",
+                    "List the names of all tracks that last less than {seconds} seconds.",
+                ),
+                "sql": "SELECT Name FROM Track WHERE Milliseconds < {ms}",
+            },
+            {
+                "minutes": range(15, 90),
+                "ms": lambda s: s["minutes"] * 60000,
+                "question": (
+                    "Which tracks are longer than {minutes} minutes?",
+                    "List the names of the tracks that run for more than {minutes} minutes.",
+                ),
+                "sql": "SELECT Name FROM Track WHERE Milliseconds > {ms}",
+            },
+        ),
+    ),
+    _template(
+        "chinook", "count_tracks", "aggregate",
+        Chance(
+            0.7,
+            {
+                "genre": Pick("genre"),
+                "question": (
+                    "How many tracks are there in the {genre} genre?",
+                    "How many {genre} tracks does the store have?",
+                    "Count the tracks whose genre is {genre}.",
+                ),
+                "sql": "SELECT COUNT(*) FROM Track t JOIN Genre g ON t.GenreId = g.GenreId "
+                "WHERE g.Name = {genre!q}",
+            },
+            {
+                "media": Pick("media_type"),
+                "genre": Pick("genre"),
+                "question": "How many {genre} tracks are stored as {media}?",
+                "sql": "SELECT COUNT(*) FROM Track t JOIN Genre g ON t.GenreId = g.GenreId "
+                "JOIN MediaType m ON t.MediaTypeId = m.MediaTypeId "
+                "WHERE g.Name = {genre!q} AND m.Name = {media!q}",
+            },
+        ),
+    ),
+    _template(
+        "chinook", "invoice_stats", "aggregate",
+        {
+            ("function", "word"): _AGGREGATES,
+            "country": Pick("billing_country"),
+            "noun": lambda s: "amount billed" if s["function"] == "SUM" else "invoice total",
+            "where": "BillingCountry = {country!q}",
+            "place": "to {country}",
+        },
+        Chance(
+            0.6,
+            {
+                "year": Pick("year"),
+                "where": "{where} AND strftime('%Y', InvoiceDate) = {year!q}",
+                "place": "{place} in {year}",
+            },
+        ),
+        {
+            "question": (
+                "What is the {word} {noun} for invoices billed {place}?",
+                "Considering the invoices billed {place}, what was the {word} {noun}?",
+            ),
+            "sql": "SELECT {function}(Total) FROM Invoice WHERE {where}",
+        },
+    ),
+    _template(
+        "chinook", "genres_with_many_tracks", "group_having",
+        {"count": (5, 10, 15, 20, 25, 30, 40, 50, 60, 75, 100, 150, 200, 300, 500)},
+        _more_or_at_least(
             (
-                f"Which genres has {first} {last} bought music from?",
-                f"List the different genres of the tracks that {first} {last} has purchased.",
-            )
-        )
-        sql = (
-            "SELECT DISTINCT g.Name FROM Customer c JOIN Invoice i ON i.CustomerId = c.CustomerId "
-            "JOIN InvoiceLine il ON il.InvoiceId = i.InvoiceId "
-            "JOIN Track t ON t.TrackId = il.TrackId JOIN Genre g ON g.GenreId = t.GenreId "
-            f"WHERE c.FirstName = {quote(first)} AND c.LastName = {quote(last)}"
-        )
-        return question, sql
-    country = db.pick(rng, "billing_country")
-    question = rng.choice(
-        (
-            f"Which different cities in {country} have invoices been billed to?",
-            f"List the distinct billing cities of invoices sent to {country}.",
-        )
-    )
-    return (
-        question,
-        f"SELECT DISTINCT BillingCity FROM Invoice WHERE BillingCountry = {quote(country)}",
-    )
-
-
-# chinook, test_unseen only
-
-
-@_template("chinook", "support_rep_customers", "join2", unseen=True)
-def _chinook_support_rep_customers(rng: random.Random, db: _Db) -> tuple[str, str]:
-    first, last = db.pick(rng, "support_rep")
-    if rng.random() < 0.5:
-        country = db.pick(rng, "country")
-        question = f"Which customers from {country} are looked after by {first} {last}?"
-        sql = (
-            "SELECT c.FirstName, c.LastName FROM Customer c "
-            "JOIN Employee e ON c.SupportRepId = e.EmployeeId "
-            f"WHERE e.FirstName = {quote(first)} AND e.LastName = {quote(last)} "
-            f"AND c.Country = {quote(country)}"
-        )
-        return question, sql
-    question = f"How many customers does the support rep {first} {last} look after?"
-    sql = (
-        "SELECT COUNT(*) FROM Customer c JOIN Employee e ON c.SupportRepId = e.EmployeeId "
-        f"WHERE e.FirstName = {quote(first)} AND e.LastName = {quote(last)}"
-    )
-    return question, sql
-
-
-@_template("chinook", "album_total_minutes", "aggregate", unseen=True)
-def _chinook_album_total_minutes(rng: random.Random, db: _Db) -> tuple[str, str]:
-    album = db.pick(rng, "album")
-    question = rng.choice(
-        (
-            f'How long is the album "{album}" in total, in minutes?',
-            f'What is the total running time of "{album}" in minutes?',
-        )
-    )
-    sql = (
-        "SELECT SUM(t.Milliseconds) / 60000.0 FROM Track t JOIN Album al "
-        f"ON t.AlbumId = al.AlbumId WHERE al.Title = {quote(album)}"
-    )
-    return question, sql
-
-
-@_template("chinook", "playlists_without_genre", "nested_in", unseen=True)
-def _chinook_playlists_without_genre(rng: random.Random, db: _Db) -> tuple[str, str]:
-    genre = db.pick(rng, "genre")
-    question = rng.choice(
-        (
-            f"Which playlists contain no {genre} tracks at all? Give their ids and names.",
-            f"List the id and name of every playlist without a single {genre} track.",
-        )
-    )
-    sql = (
-        "SELECT PlaylistId, Name FROM Playlist WHERE PlaylistId NOT IN "
-        "(SELECT pt.PlaylistId FROM PlaylistTrack pt JOIN Track t ON t.TrackId = pt.TrackId "
-        f"JOIN Genre g ON g.GenreId = t.GenreId WHERE g.Name = {quote(genre)})"
-    )
-    return question, sql
-
-
-@_template("chinook", "best_month", "top_k", unseen=True)
-def _chinook_best_month(rng: random.Random, db: _Db) -> tuple[str, str]:
-    year = db.pick(rng, "year")
-    where = f"strftime('%Y', InvoiceDate) = {quote(year)}"
-    scope = ""
-    if rng.random() < 0.7:
-        country = db.pick(rng, "billing_country")
-        where += f" AND BillingCountry = {quote(country)}"
-        scope = f" from {country}"
-    question = rng.choice(
-        (
-            f"In which month of {year} did invoices{scope} bring in the most money? "
-            "Answer with the month number as two digits.",
-            f"Which month (two-digit number) of {year} had the highest invoice total{scope}?",
-        )
-    )
-    sql = (
-        f"SELECT strftime('%m', InvoiceDate) AS month FROM Invoice WHERE {where} "
-        "GROUP BY month ORDER BY SUM(Total) DESC, month LIMIT 1"
-    )
-    return question, sql
+                "Which genres have more than {count} tracks?",
+                "List the genres with over {count} tracks in the catalogue.",
+            ),
+            "Which genres have at least {count} tracks?",
+        ),
+        {
+            "sql": "SELECT g.Name FROM Genre g JOIN Track t ON t.GenreId = g.GenreId "
+            "GROUP BY g.GenreId HAVING {having}"
+        },
+    ),
+    _template(
+        "chinook", "artists_with_many_albums", "group_having",
+        {"count": range(2, 13)},
+        _more_or_at_least(
+            (
+                "Which artists have released more than {count} albums?",
+                "Name the artists with more than {count} albums in the store.",
+            ),
+            "Which artists have at least {count} albums?",
+        ),
+        {
+            "sql": "SELECT ar.Name FROM Artist ar JOIN Album al ON al.ArtistId = ar.ArtistId "
+            "GROUP BY ar.ArtistId HAVING {having}"
+        },
+        quota=20,
+    ),
+    _template(
+        "chinook", "countries_with_many_customers", "group_having",
+        {"count": range(1, 11)},
+        _more_or_at_least(
+            "Which countries have more than {count} customers?",
+            "In which countries do we have at least {count} customers?",
+        ),
+        {"sql": "SELECT Country FROM Customer GROUP BY Country HAVING {having}"},
+        quota=15,
+    ),
+    _template(
+        "chinook", "per_group_breakdown", "group_by",
+        Chance(
+            0.5,
+            {
+                "playlist": Pick("playlist"),
+                "question": (
+                    'For each genre, how many tracks are in the playlist "{playlist}"?',
+                    'Break down the tracks of the "{playlist}" playlist by genre: give each '
+                    "genre's name and its number of tracks.",
+                ),
+                "sql": "SELECT g.Name, COUNT(*) FROM Playlist p "
+                "JOIN PlaylistTrack pt ON pt.PlaylistId = p.PlaylistId "
+                "JOIN Track t ON t.TrackId = pt.TrackId JOIN Genre g ON g.GenreId = t.GenreId "
+                "WHERE p.Name = {playlist!q} GROUP BY g.GenreId",
+            },
+            (
+                {
+                    "year": Pick("year"),
+                    ("function", "word"): (
+                        ("SUM", "total"), ("AVG", "average"), ("COUNT", "number of"),
+                    ),
+                },
+                If(
+                    lambda s: s["function"] == "COUNT",
+                    {
+                        "question": "How many invoices were billed to each country in {year}?",
+                        "measure": "COUNT(*)",
+                    },
+                    {
+                        "question": "What was the {word} invoice amount per billing country "
+                        "in {year}?",
+                        "measure": "{function}(Total)",
+                    },
+                ),
+                {
+                    "sql": "SELECT BillingCountry, {measure} FROM Invoice "
+                    "WHERE strftime('%Y', InvoiceDate) = {year!q} GROUP BY BillingCountry"
+                },
+            ),
+        ),
+    ),
+    _template(
+        "chinook", "albums_by_artist", "join2",
+        {
+            "artist": Pick("artist"),
+            "question": (
+                "What albums by {artist} are in the store?",
+                "List the titles of the albums by {artist}.",
+                "Which albums did {artist} release?",
+            ),
+            "sql": "SELECT al.Title FROM Album al JOIN Artist ar ON al.ArtistId = ar.ArtistId "
+            "WHERE ar.Name = {artist!q}",
+        },
+    ),
+    _template(
+        "chinook", "tracks_by_artist", "join3",
+        {
+            "artist": Pick("artist"),
+            "sql": "SELECT t.Name FROM Track t JOIN Album al ON t.AlbumId = al.AlbumId "
+            "JOIN Artist ar ON al.ArtistId = ar.ArtistId WHERE ar.Name = {artist!q}",
+        },
+        Chance(
+            0.6,
+            {
+                "question": (
+                    "List the names of all tracks by {artist}.",
+                    "Which songs by {artist} do we have?",
+                ),
+            },
+            {
+                "seconds": (180, 240, 300, 360, 420),
+                "minutes": lambda s: s["seconds"] // 60,
+                "ms": lambda s: s["seconds"] * 1000,
+                "question": "Which tracks by {artist} are longer than {minutes} minutes?",
+                "sql": "{sql} AND t.Milliseconds > {ms}",
+            },
+        ),
+    ),
+    _template(
+        "chinook", "longest_tracks_in_genre", "top_k",
+        {"genre": Pick("genre"), "k": range(1, 11)},
+        Chance(
+            0.6,
+            {"adjective": "longest", "order": "DESC"},
+            {"adjective": "shortest", "order": "ASC"},
+        ),
+        _one_or_many(
+            "What is the {adjective} {genre} track?",
+            (
+                "What are the {k} {adjective} {genre} tracks?",
+                "Name the {k} {adjective} tracks in the {genre} genre.",
+            ),
+        ),
+        {
+            "sql": "SELECT t.Name FROM Track t JOIN Genre g ON t.GenreId = g.GenreId "
+            "WHERE g.Name = {genre!q} ORDER BY t.Milliseconds {order}, t.TrackId LIMIT {k}"
+        },
+    ),
+    _template(
+        "chinook", "top_customers_by_spending", "top_k",
+        {
+            "year": Pick("year"),
+            "k": range(1, 11),
+            "who": _k_of("customer"),
+            "question": (
+                "Who were the top {who} by total spending in {year}? Give first and last names.",
+                "Which {who} spent the most money in {year}?",
+            ),
+            "sql": "SELECT c.FirstName, c.LastName FROM Customer c "
+            "JOIN Invoice i ON i.CustomerId = c.CustomerId "
+            "WHERE strftime('%Y', i.InvoiceDate) = {year!q} GROUP BY c.CustomerId "
+            "ORDER BY SUM(i.Total) DESC, c.CustomerId LIMIT {k}",
+        },
+    ),
+    _template(
+        "chinook", "who_has_genre", "nested_in",
+        {"genre": Pick("genre")},
+        Chance(
+            0.5,
+            {
+                "question": (
+                    "Which artists have at least one {genre} track?",
+                    "List the artists who recorded any {genre} music.",
+                ),
+                "sql": "SELECT Name FROM Artist WHERE ArtistId IN (SELECT al.ArtistId "
+                "FROM Album al JOIN Track t ON t.AlbumId = al.AlbumId "
+                "JOIN Genre g ON g.GenreId = t.GenreId WHERE g.Name = {genre!q})",
+            },
+            {
+                "country": Pick("country"),
+                "question": (
+                    "Which customers from {country} have bought any {genre} tracks?",
+                    "List the customers in {country} who purchased at least one {genre} track.",
+                ),
+                "sql": "SELECT FirstName, LastName FROM Customer WHERE Country = {country!q} "
+                "AND CustomerId IN (SELECT i.CustomerId FROM Invoice i "
+                "JOIN InvoiceLine il ON il.InvoiceId = i.InvoiceId "
+                "JOIN Track t ON t.TrackId = il.TrackId "
+                "JOIN Genre g ON g.GenreId = t.GenreId WHERE g.Name = {genre!q})",
+            },
+        ),
+    ),
+    _template(
+        "chinook", "above_average", "nested_scalar",
+        Chance(
+            0.5,
+            {
+                "genre": Pick("genre"),
+                "question": (
+                    "Which {genre} tracks are longer than the average track?",
+                    "List the {genre} tracks whose length is above the average length of all "
+                    "tracks.",
+                ),
+                "sql": "SELECT t.Name FROM Track t JOIN Genre g ON t.GenreId = g.GenreId "
+                "WHERE g.Name = {genre!q} "
+                "AND t.Milliseconds > (SELECT AVG(Milliseconds) FROM Track)",
+            },
+            {
+                "country": Pick("billing_country"),
+                "question": (
+                    "Which invoices billed to {country} are above the average invoice total? "
+                    "Show the invoice id and total.",
+                    "List the id and total of the invoices from {country} that exceed the "
+                    "average invoice total.",
+                ),
+                "sql": "SELECT InvoiceId, Total FROM Invoice WHERE BillingCountry = {country!q} "
+                "AND Total > (SELECT AVG(Total) FROM Invoice)",
+            },
+        ),
+    ),
+    _template(
+        "chinook", "set_operations", "set_op",
+        {"operation": _SET_OPERATIONS},
+        Chance(
+            0.5,
+            {
+                ("first", "second"): Sample("playlist", 2),
+                "question": Phrase(_CHINOOK_SET_PHRASINGS["playlists"]),
+                "sql": _set_sql(_CHINOOK_GENRES_IN_PLAYLIST),
+            },
+            {
+                ("first", "second"): Sample("genre", 2),
+                "question": Phrase(_CHINOOK_SET_PHRASINGS["genres"]),
+                "sql": _set_sql(_CHINOOK_ARTISTS_IN_GENRE),
+            },
+        ),
+        quota=60,
+    ),
+    _template(
+        "chinook", "distinct_values", "distinct",
+        Chance(
+            0.6,
+            {
+                ("first", "last"): Pick("customer"),
+                "question": (
+                    "Which genres has {first} {last} bought music from?",
+                    "List the different genres of the tracks that {first} {last} has purchased.",
+                ),
+                "sql": "SELECT DISTINCT g.Name FROM Customer c "
+                "JOIN Invoice i ON i.CustomerId = c.CustomerId "
+                "JOIN InvoiceLine il ON il.InvoiceId = i.InvoiceId "
+                "JOIN Track t ON t.TrackId = il.TrackId JOIN Genre g ON g.GenreId = t.GenreId "
+                "WHERE c.FirstName = {first!q} AND c.LastName = {last!q}",
+            },
+            {
+                "country": Pick("billing_country"),
+                "question": (
+                    "Which different cities in {country} have invoices been billed to?",
+                    "List the distinct billing cities of invoices sent to {country}.",
+                ),
+                "sql": "SELECT DISTINCT BillingCity FROM Invoice "
+                "WHERE BillingCountry = {country!q}",
+            },
+        ),
+    ),
+    # chinook, test_unseen only
+    _template(
+        "chinook", "support_rep_customers", "join2",
+        {("first", "last"): Pick("support_rep")},
+        Chance(
+            0.5,
+            {
+                "country": Pick("country"),
+                "question": "Which customers from {country} are looked after by {first} {last}?",
+                "sql": "SELECT c.FirstName, c.LastName FROM Customer c "
+                "JOIN Employee e ON c.SupportRepId = e.EmployeeId "
+                "WHERE e.FirstName = {first!q} AND e.LastName = {last!q} "
+                "AND c.Country = {country!q}",
+            },
+            {
+                "question": "How many customers does the support rep {first} {last} look after?",
+                "sql": "SELECT COUNT(*) FROM Customer c "
+                "JOIN Employee e ON c.SupportRepId = e.EmployeeId "
+                "WHERE e.FirstName = {first!q} AND e.LastName = {last!q}",
+            },
+        ),
+        unseen=True,
+    ),
+    _template(
+        "chinook", "album_total_minutes", "aggregate",
+        {
+            "album": Pick("album"),
+            "question": (
+                'How long is the album "{album}" in total, in minutes?',
+                'What is the total running time of "{album}" in minutes?',
+            ),
+            "sql": "SELECT SUM(t.Milliseconds) / 60000.0 FROM Track t JOIN Album al "
+            "ON t.AlbumId = al.AlbumId WHERE al.Title = {album!q}",
+        },
+        unseen=True,
+    ),
+    _template(
+        "chinook", "playlists_without_genre", "nested_in",
+        {
+            "genre": Pick("genre"),
+            "question": (
+                "Which playlists contain no {genre} tracks at all? Give their ids and names.",
+                "List the id and name of every playlist without a single {genre} track.",
+            ),
+            "sql": "SELECT PlaylistId, Name FROM Playlist WHERE PlaylistId NOT IN "
+            "(SELECT pt.PlaylistId FROM PlaylistTrack pt JOIN Track t ON t.TrackId = pt.TrackId "
+            "JOIN Genre g ON g.GenreId = t.GenreId WHERE g.Name = {genre!q})",
+        },
+        unseen=True,
+    ),
+    _template(
+        "chinook", "best_month", "top_k",
+        {"year": Pick("year"), "where": "strftime('%Y', InvoiceDate) = {year!q}", "scope": ""},
+        Chance(
+            0.7,
+            {
+                "country": Pick("billing_country"),
+                "where": "{where} AND BillingCountry = {country!q}",
+                "scope": " from {country}",
+            },
+        ),
+        {
+            "question": (
+                "In which month of {year} did invoices{scope} bring in the most money? "
+                "Answer with the month number as two digits.",
+                "Which month (two-digit number) of {year} had the highest invoice total{scope}?",
+            ),
+            "sql": "SELECT strftime('%m', InvoiceDate) AS month FROM Invoice WHERE {where} "
+            "GROUP BY month ORDER BY SUM(Total) DESC, month LIMIT 1",
+        },
+        unseen=True,
+    ),
+)  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------
 # Templates: university
 # ---------------------------------------------------------------------------------------------
 
-
-@_template("university", "professors_by_hire_date", "filter")
-def _uni_professors_by_hire_date(rng: random.Random, db: _Db) -> tuple[str, str]:
-    year = rng.randint(1990, 2023)
-    after = rng.random() < 0.5
-    condition = f"hire_date > '{year}-12-31'" if after else f"hire_date < '{year}-01-01'"
-    when = f"after {year}" if after else f"before {year}"
-    if rng.random() < 0.5:
-        rank = db.pick(rng, "rank")
-        question = rng.choice(
-            (
-                f"Which {_rank_phrase(rank)} were hired {when}?",
-                f"List the first and last names of the {_rank_phrase(rank)} hired {when}.",
-            )
-        )
-        condition = f"rank = {quote(rank)} AND {condition}"
-    else:
-        question = rng.choice(
-            (
-                f"Which professors were hired {when}? Give first and last names.",
-                f"List the faculty members who joined the university {when}.",
-            )
-        )
-    return question, f"SELECT first_name, last_name FROM professor WHERE {condition}"
-
-
-@_template("university", "professors_salary_between", "filter")
-def _uni_professors_salary_between(rng: random.Random, db: _Db) -> tuple[str, str]:
-    low = rng.randrange(55_000, 190_000, 5_000)
-    high = low + rng.randrange(5_000, 25_000, 5_000)
-    question = rng.choice(
-        (
-            f"Which professors earn between {_money(low)} and {_money(high)} a year?",
-            f"List the professors whose salary is between {_money(low)} and {_money(high)}.",
-        )
-    )
-    return question, (
-        f"SELECT first_name, last_name FROM professor WHERE salary BETWEEN {low} AND {high}"
-    )
-
-
-@_template("university", "courses_title_like", "filter")
-def _uni_courses_title_like(rng: random.Random, db: _Db) -> tuple[str, str]:
-    title, _ = db.pick(rng, "course")
-    words = _like_words(title, 5)
-    if words and rng.random() < 0.6:
-        word = rng.choice(words)
-        question = rng.choice(
-            (
-                f'Which courses have "{word}" in their title? Give the code and title.',
-                f'List the code and title of every course whose title mentions "{word}".',
-            )
-        )
-        return question, f"SELECT code, title FROM course WHERE title LIKE {quote(f'%{word}%')}"
-    prefix = title.split()[0]
-    question = f'Which courses have a title starting with "{prefix}"? Give code and title.'
-    return question, f"SELECT code, title FROM course WHERE title LIKE {quote(f'{prefix}%')}"
-
-
-@_template("university", "students_from_city", "filter")
-def _uni_students_from_city(rng: random.Random, db: _Db) -> tuple[str, str]:
-    city = db.pick(rng, "city")
-    year = db.pick(rng, "year")
-    if rng.random() < 0.5:
-        question = rng.choice(
-            (
-                f"Which students from {city} started in {year}?",
-                f"List the students whose home city is {city} and who enrolled in {year}.",
-            )
-        )
-        condition = f"enrollment_year = {year}"
-    else:
-        question = f"Which students from {city} were born after {year - 20}?"
-        condition = f"birth_date > '{year - 20}-12-31'"
-    return question, (
-        f"SELECT first_name, last_name FROM student WHERE home_city = {quote(city)} AND {condition}"
-    )
-
-
-@_template("university", "count_students", "aggregate")
-def _uni_count_students(rng: random.Random, db: _Db) -> tuple[str, str]:
-    year = db.pick(rng, "year")
-    if rng.random() < 0.5:
-        city = db.pick(rng, "city")
-        question = rng.choice(
-            (
-                f"How many students from {city} enrolled in {year}?",
-                f"Count the students with home city {city} who started in {year}.",
-            )
-        )
-        where = f"home_city = {quote(city)} AND enrollment_year = {year}"
-        return question, f"SELECT COUNT(*) FROM student WHERE {where}"
-    dept = db.pick(rng, "dept")
-    question = rng.choice(
-        (
-            f"How many {dept} majors started in {year}?",
-            f"How many students majoring in {dept} enrolled in {year}?",
-        )
-    )
-    sql = (
-        "SELECT COUNT(*) FROM student s JOIN department d ON s.major_dept_id = d.dept_id "
-        f"WHERE d.name = {quote(dept)} AND s.enrollment_year = {year}"
-    )
-    return question, sql
-
-
-@_template("university", "salary_stats", "aggregate")
-def _uni_salary_stats(rng: random.Random, db: _Db) -> tuple[str, str]:
-    function, word = rng.choice(_AGGREGATES)
-    dept = db.pick(rng, "dept")
-    where = f"d.name = {quote(dept)}"
-    who = f"professors in the {dept} department"
-    if rng.random() < 0.4:
-        rank = db.pick(rng, "rank")
-        where += f" AND p.rank = {quote(rank)}"
-        who = f"{_rank_phrase(rank)} in the {dept} department"
-    noun = "salary bill" if function == "SUM" else "salary"
-    question = rng.choice(
-        (f"What is the {word} {noun} of {who}?", f"For {who}, what is the {word} {noun}?")
-    )
-    sql = (
-        f"SELECT {function}(p.salary) FROM professor p JOIN department d "
-        f"ON p.dept_id = d.dept_id WHERE {where}"
-    )
-    return question, sql
-
-
-@_template("university", "course_score_stats", "aggregate")
-def _uni_course_score_stats(rng: random.Random, db: _Db) -> tuple[str, str]:
-    function, word = rng.choice(_AGGREGATES[:3])
-    title, _ = db.pick(rng, "course")
-    term, year = db.pick(rng, "term")
-    question = rng.choice(
-        (
-            f"What was the {word} score in {title} in {term} {year}?",
-            f"In {term} {year}, what was the {word} score of the students taking {title}?",
-        )
-    )
-    sql = (
-        f"SELECT {function}(e.score) FROM enrollment e JOIN course c ON e.course_id = c.course_id "
-        f"WHERE c.title = {quote(title)} AND e.term = {quote(term)} AND e.year = {year}"
-    )
-    return question, sql
-
-
-@_template("university", "departments_by_size", "group_having")
-def _uni_departments_by_size(rng: random.Random, db: _Db) -> tuple[str, str]:
-    if rng.random() < 0.4:
-        count = rng.randint(5, 13)
-        question = rng.choice(
-            (
-                f"Which departments have more than {count} professors?",
-                f"List the departments employing over {count} professors.",
-            )
-        )
-        sql = (
-            "SELECT d.name FROM department d JOIN professor p ON p.dept_id = d.dept_id "
-            f"GROUP BY d.dept_id HAVING COUNT(*) > {count}"
-        )
-        return question, sql
-    count = rng.randrange(40, 190, 5)
-    question = rng.choice(
-        (
-            f"Which departments have more than {count} students majoring in them?",
-            f"List the departments with over {count} majors.",
-        )
-    )
-    sql = (
-        "SELECT d.name FROM department d JOIN student s ON s.major_dept_id = d.dept_id "
-        f"GROUP BY d.dept_id HAVING COUNT(*) > {count}"
-    )
-    return question, sql
-
-
-@_template("university", "popular_courses", "group_having")
-def _uni_popular_courses(rng: random.Random, db: _Db) -> tuple[str, str]:
-    dept = db.pick(rng, "dept")
-    count = rng.randrange(20, 90, 5)
-    question = rng.choice(
-        (
-            f"Which {dept} courses have had more than {count} students enrolled in total?",
-            f"List the titles of the {dept} courses with over {count} enrollments.",
-        )
-    )
-    sql = (
-        "SELECT c.title FROM course c JOIN department d ON c.dept_id = d.dept_id "
-        "JOIN enrollment e ON e.course_id = c.course_id "
-        f"WHERE d.name = {quote(dept)} GROUP BY c.course_id HAVING COUNT(*) > {count}"
-    )
-    return question, sql
-
-
-@_template("university", "course_breakdown", "group_by")
-def _uni_course_breakdown(rng: random.Random, db: _Db) -> tuple[str, str]:
-    title, _ = db.pick(rng, "course")
-    if rng.random() < 0.5:
-        question = rng.choice(
-            (
-                f"How many students received each letter grade in {title}?",
-                f"Give the number of students per grade in {title}.",
-            )
-        )
-        sql = (
-            "SELECT e.grade, COUNT(*) FROM enrollment e JOIN course c "
-            f"ON e.course_id = c.course_id WHERE c.title = {quote(title)} GROUP BY e.grade"
-        )
-        return question, sql
-    question = f"What was the average score in {title} for each year it was taken?"
-    sql = (
-        "SELECT e.year, AVG(e.score) FROM enrollment e JOIN course c "
-        f"ON e.course_id = c.course_id WHERE c.title = {quote(title)} GROUP BY e.year"
-    )
-    return question, sql
-
-
-@_template("university", "courses_taught_by", "join2")
-def _uni_courses_taught_by(rng: random.Random, db: _Db) -> tuple[str, str]:
-    first, last = db.pick(rng, "teacher")
-    question = rng.choice(
-        (
-            f"Which courses does Professor {first} {last} teach? Give code and title.",
-            f"List the code and title of the courses taught by {first} {last}.",
-        )
-    )
-    sql = (
-        "SELECT c.code, c.title FROM course c JOIN professor p ON c.prof_id = p.prof_id "
-        f"WHERE p.first_name = {quote(first)} AND p.last_name = {quote(last)}"
-    )
-    return question, sql
-
-
-@_template("university", "course_roster", "join3")
-def _uni_course_roster(rng: random.Random, db: _Db) -> tuple[str, str]:
-    if rng.random() < 0.6:
-        title, _ = db.pick(rng, "course")
-        term, year = db.pick(rng, "term")
-        question = rng.choice(
-            (
-                f"Which students took {title} in {term} {year}?",
-                f"List the first and last names of the students in {title} in {term} {year}.",
-            )
-        )
-        sql = (
-            "SELECT s.first_name, s.last_name FROM student s "
-            "JOIN enrollment e ON e.student_id = s.student_id "
-            "JOIN course c ON c.course_id = e.course_id "
-            f"WHERE c.title = {quote(title)} AND e.term = {quote(term)} AND e.year = {year}"
-        )
-        return question, sql
-    first, last = db.pick(rng, "student")
-    question = rng.choice(
-        (
-            f"Which courses has {first} {last} taken, and with what grade?",
-            f"Show the course titles and grades on {first} {last}'s transcript.",
-        )
-    )
-    sql = (
-        "SELECT c.title, e.grade FROM student s JOIN enrollment e ON e.student_id = s.student_id "
-        "JOIN course c ON c.course_id = e.course_id "
-        f"WHERE s.first_name = {quote(first)} AND s.last_name = {quote(last)}"
-    )
-    return question, sql
-
-
-@_template("university", "top_students", "top_k")
-def _uni_top_students(rng: random.Random, db: _Db) -> tuple[str, str]:
-    dept = db.pick(rng, "dept")
-    k = rng.randint(1, 10)
-    if rng.random() < 0.6:
-        who = "student" if k == 1 else f"{k} students"
-        question = rng.choice(
-            (
-                f"Who are the {who} majoring in {dept} with the highest average score?",
-                f"Name the top {who} among {dept} majors by average score.",
-            )
-        )
-        sql = (
-            "SELECT s.first_name, s.last_name FROM student s "
-            "JOIN department d ON s.major_dept_id = d.dept_id "
-            "JOIN enrollment e ON e.student_id = s.student_id "
-            f"WHERE d.name = {quote(dept)} GROUP BY s.student_id "
-            f"ORDER BY AVG(e.score) DESC, s.student_id LIMIT {k}"
-        )
-        return question, sql
-    who = "professor" if k == 1 else f"{k} professors"
-    question = f"Which {who} in the {dept} department earn the highest salaries?"
-    if k == 1:
-        question = f"Who is the best-paid professor in the {dept} department?"
-    sql = (
-        "SELECT p.first_name, p.last_name FROM professor p JOIN department d "
-        f"ON p.dept_id = d.dept_id WHERE d.name = {quote(dept)} "
-        f"ORDER BY p.salary DESC, p.prof_id LIMIT {k}"
-    )
-    return question, sql
-
-
-@_template("university", "students_taught_by", "nested_in")
-def _uni_students_taught_by(rng: random.Random, db: _Db) -> tuple[str, str]:
-    first, last = db.pick(rng, "teacher")
-    question = rng.choice(
-        (
-            f"Which students have taken a course taught by Professor {first} {last}?",
-            f"List the students who have been in at least one of {first} {last}'s courses.",
-        )
-    )
-    sql = (
-        "SELECT first_name, last_name FROM student WHERE student_id IN "
-        "(SELECT e.student_id FROM enrollment e JOIN course c ON e.course_id = c.course_id "
-        "JOIN professor p ON c.prof_id = p.prof_id "
-        f"WHERE p.first_name = {quote(first)} AND p.last_name = {quote(last)})"
-    )
-    return question, sql
-
-
-@_template("university", "professors_above_average", "nested_scalar")
-def _uni_professors_above_average(rng: random.Random, db: _Db) -> tuple[str, str]:
-    dept = db.pick(rng, "dept")
-    if rng.random() < 0.4:
-        question = rng.choice(
-            (
-                f"Which professors in {dept} earn more than the average professor?",
-                f"List the {dept} professors whose salary is above the university-wide average.",
-            )
-        )
-        average = "(SELECT AVG(salary) FROM professor)"
-    else:
-        rank = db.pick(rng, "rank")
-        question = (
-            f"Which professors in the {dept} department earn more than the average "
-            f"{_rank_phrase(rank, plural=False)}?"
-        )
-        average = f"(SELECT AVG(salary) FROM professor WHERE rank = {quote(rank)})"
-    sql = (
-        "SELECT p.first_name, p.last_name FROM professor p JOIN department d "
-        f"ON p.dept_id = d.dept_id WHERE d.name = {quote(dept)} AND p.salary > {average}"
-    )
-    return question, sql
-
-
 _UNI_STUDENTS_IN_COURSE = (
     "SELECT s.student_id, s.first_name, s.last_name FROM student s "
     "JOIN enrollment e ON e.student_id = s.student_id "
-    "JOIN course c ON c.course_id = e.course_id WHERE c.title = {}"
+    "JOIN course c ON c.course_id = e.course_id WHERE c.title = {side!q}"
 )
-
-
 _UNI_SET_PHRASINGS = {
     "UNION": (
         "Which students took {first} or {second}?",
@@ -2092,460 +1884,440 @@ _UNI_SET_PHRASINGS = {
     ),
 }
 
-
-@_template("university", "two_courses", "set_op", quota=60)
-def _uni_two_courses(rng: random.Random, db: _Db) -> tuple[str, str]:
-    first, dept = db.pick(rng, "course")
-    same_dept = [title for title, other in db.values("course") if other == dept and title != first]
-    second = rng.choice(same_dept)
-    operation = rng.choice(_SET_OPERATIONS)
-    return _set_operation(
-        rng, operation, _UNI_SET_PHRASINGS, _UNI_STUDENTS_IN_COURSE, first, second,
-        suffix=" Give their student ids and names.",
-    )  # fmt: skip
-
-
-@_template("university", "distinct_values", "distinct")
-def _uni_distinct_values(rng: random.Random, db: _Db) -> tuple[str, str]:
-    if rng.random() < 0.5:
-        dept = db.pick(rng, "dept")
-        year = db.pick(rng, "year")
-        question = rng.choice(
+_UNIVERSITY_TEMPLATES = (
+    _template(
+        "university", "professors_by_hire_date", "filter",
+        {"year": range(1990, 2024)},
+        Chance(
+            0.5,
+            {"condition": "hire_date > '{year}-12-31'", "when": "after {year}"},
+            {"condition": "hire_date < '{year}-01-01'", "when": "before {year}"},
+        ),
+        Chance(
+            0.5,
+            {
+                "rank": Pick("rank"),
+                "question": (
+                    "Which {rank:ranks} were hired {when}?",
+                    "List the first and last names of the {rank:ranks} hired {when}.",
+                ),
+                "condition": "rank = {rank!q} AND {condition}",
+            },
+            {
+                "question": (
+                    "Which professors were hired {when}? Give first and last names.",
+                    "List the faculty members who joined the university {when}.",
+                ),
+            },
+        ),
+        {"sql": "SELECT first_name, last_name FROM professor WHERE {condition}"},
+    ),
+    _template(
+        "university", "professors_salary_between", "filter",
+        {
+            "low": range(55_000, 190_000, 5_000),
+            "width": range(5_000, 25_000, 5_000),
+            "high": lambda s: s["low"] + s["width"],
+            "question": (
+                "Which professors earn between {low:money} and {high:money} a year?",
+                "List the professors whose salary is between {low:money} and {high:money}.",
+            ),
+            "sql": "SELECT first_name, last_name FROM professor "
+            "WHERE salary BETWEEN {low} AND {high}",
+        },
+    ),
+    _template(
+        "university", "courses_title_like", "filter",
+        {("title", "dept"): Pick("course"), "words": lambda s: _like_words(s["title"], 5)},
+        Chance(
+            0.6,
+            {
+                "word": Choose(lambda s: s["words"]),
+                "question": (
+                    'Which courses have "{word}" in their title? Give the code and title.',
+                    'List the code and title of every course whose title mentions "{word}".',
+                ),
+                "pattern": "%{word}%",
+            },
+            {
+                "prefix": lambda s: s["title"].split()[0],
+                "question": 'Which courses have a title starting with "{prefix}"? '
+                "Give code and title.",
+                "pattern": "{prefix}%",
+            },
+            when=lambda s: s["words"],
+        ),
+        {"sql": "SELECT code, title FROM course WHERE title LIKE {pattern!q}"},
+    ),
+    _template(
+        "university", "students_from_city", "filter",
+        {"city": Pick("city"), "year": Pick("year")},
+        Chance(
+            0.5,
+            {
+                "question": (
+                    "Which students from {city} started in {year}?",
+                    "List the students whose home city is {city} and who enrolled in {year}.",
+                ),
+                "condition": "enrollment_year = {year}",
+            },
+            {
+                "born": lambda s: s["year"] - 20,
+                "question": "Which students from {city} were born after {born}?",
+                "condition": "birth_date > '{born}-12-31'",
+            },
+        ),
+        {
+            "sql": "SELECT first_name, last_name FROM student "
+            "WHERE home_city = {city!q} AND {condition}"
+        },
+    ),
+    _template(
+        "university", "count_students", "aggregate",
+        {"year": Pick("year")},
+        Chance(
+            0.5,
+            {
+                "city": Pick("city"),
+                "question": (
+                    "How many students from {city} enrolled in {year}?",
+                    "Count the students with home city {city} who started in {year}.",
+                ),
+                "sql": "SELECT COUNT(*) FROM student "
+                "WHERE home_city = {city!q} AND enrollment_year = {year}",
+            },
+            {
+                "dept": Pick("dept"),
+                "question": (
+                    "How many {dept} majors started in {year}?",
+                    "How many students majoring in {dept} enrolled in {year}?",
+                ),
+                "sql": "SELECT COUNT(*) FROM student s "
+                "JOIN department d ON s.major_dept_id = d.dept_id "
+                "WHERE d.name = {dept!q} AND s.enrollment_year = {year}",
+            },
+        ),
+    ),
+    _template(
+        "university", "salary_stats", "aggregate",
+        {
+            ("function", "word"): _AGGREGATES,
+            "dept": Pick("dept"),
+            "where": "d.name = {dept!q}",
+            "who": "professors in the {dept} department",
+        },
+        Chance(
+            0.4,
+            {
+                "rank": Pick("rank"),
+                "where": "{where} AND p.rank = {rank!q}",
+                "who": "{rank:ranks} in the {dept} department",
+            },
+        ),
+        {
+            "noun": lambda s: "salary bill" if s["function"] == "SUM" else "salary",
+            "question": (
+                "What is the {word} {noun} of {who}?",
+                "For {who}, what is the {word} {noun}?",
+            ),
+            "sql": "SELECT {function}(p.salary) FROM professor p JOIN department d "
+            "ON p.dept_id = d.dept_id WHERE {where}",
+        },
+    ),
+    _template(
+        "university", "course_score_stats", "aggregate",
+        {
+            ("function", "word"): _AGGREGATES[:3],
+            ("title", "dept"): Pick("course"),
+            ("term", "year"): Pick("term"),
+            "question": (
+                "What was the {word} score in {title} in {term} {year}?",
+                "In {term} {year}, what was the {word} score of the students taking {title}?",
+            ),
+            "sql": "SELECT {function}(e.score) FROM enrollment e "
+            "JOIN course c ON e.course_id = c.course_id "
+            "WHERE c.title = {title!q} AND e.term = {term!q} AND e.year = {year}",
+        },
+    ),
+    _template(
+        "university", "departments_by_size", "group_having",
+        Chance(
+            0.4,
+            {
+                "count": range(5, 14),
+                "question": (
+                    "Which departments have more than {count} professors?",
+                    "List the departments employing over {count} professors.",
+                ),
+                "sql": "SELECT d.name FROM department d JOIN professor p "
+                "ON p.dept_id = d.dept_id GROUP BY d.dept_id HAVING COUNT(*) > {count}",
+            },
+            {
+                "count": range(40, 190, 5),
+                "question": (
+                    "Which departments have more than {count} students majoring in them?",
+                    "List the departments with over {count} majors.",
+                ),
+                "sql": "SELECT d.name FROM department d JOIN student s "
+                "ON s.major_dept_id = d.dept_id GROUP BY d.dept_id HAVING COUNT(*) > {count}",
+            },
+        ),
+    ),
+    _template(
+        "university", "popular_courses", "group_having",
+        {
+            "dept": Pick("dept"),
+            "count": range(20, 90, 5),
+            "question": (
+                "Which {dept} courses have had more than {count} students enrolled in total?",
+                "List the titles of the {dept} courses with over {count} enrollments.",
+            ),
+            "sql": "SELECT c.title FROM course c JOIN department d ON c.dept_id = d.dept_id "
+            "JOIN enrollment e ON e.course_id = c.course_id "
+            "WHERE d.name = {dept!q} GROUP BY c.course_id HAVING COUNT(*) > {count}",
+        },
+    ),
+    _template(
+        "university", "course_breakdown", "group_by",
+        {("title", "dept"): Pick("course")},
+        Chance(
+            0.5,
+            {
+                "question": (
+                    "How many students received each letter grade in {title}?",
+                    "Give the number of students per grade in {title}.",
+                ),
+                "sql": "SELECT e.grade, COUNT(*) FROM enrollment e JOIN course c "
+                "ON e.course_id = c.course_id WHERE c.title = {title!q} GROUP BY e.grade",
+            },
+            {
+                "question": "What was the average score in {title} for each year it was taken?",
+                "sql": "SELECT e.year, AVG(e.score) FROM enrollment e JOIN course c "
+                "ON e.course_id = c.course_id WHERE c.title = {title!q} GROUP BY e.year",
+            },
+        ),
+    ),
+    _template(
+        "university", "courses_taught_by", "join2",
+        {
+            ("first", "last"): Pick("teacher"),
+            "question": (
+                "Which courses does Professor {first} {last} teach? Give code and title.",
+                "List the code and title of the courses taught by {first} {last}.",
+            ),
+            "sql": "SELECT c.code, c.title FROM course c JOIN professor p "
+            "ON c.prof_id = p.prof_id WHERE p.first_name = {first!q} AND p.last_name = {last!q}",
+        },
+    ),
+    _template(
+        "university", "course_roster", "join3",
+        Chance(
+            0.6,
+            {
+                ("title", "dept"): Pick("course"),
+                ("term", "year"): Pick("term"),
+                "question": (
+                    "Which students took {title} in {term} {year}?",
+                    "List the first and last names of the students in {title} in {term} {year}.",
+                ),
+                "sql": "SELECT s.first_name, s.last_name FROM student s "
+                "JOIN enrollment e ON e.student_id = s.student_id "
+                "JOIN course c ON c.course_id = e.course_id "
+                "WHERE c.title = {title!q} AND e.term = {term!q} AND e.year = {year}",
+            },
+            {
+                ("first", "last"): Pick("student"),
+                "question": (
+                    "Which courses has {first} {last} taken, and with what grade?",
+                    "Show the course titles and grades on {first} {last}'s transcript.",
+                ),
+                "sql": "SELECT c.title, e.grade FROM student s "
+                "JOIN enrollment e ON e.student_id = s.student_id "
+                "JOIN course c ON c.course_id = e.course_id "
+                "WHERE s.first_name = {first!q} AND s.last_name = {last!q}",
+            },
+        ),
+    ),
+    _template(
+        "university", "top_students", "top_k",
+        {"dept": Pick("dept"), "k": range(1, 11)},
+        Chance(
+            0.6,
+            {
+                "who": _k_of("student"),
+                "question": (
+                    "Who are the {who} majoring in {dept} with the highest average score?",
+                    "Name the top {who} among {dept} majors by average score.",
+                ),
+                "sql": "SELECT s.first_name, s.last_name FROM student s "
+                "JOIN department d ON s.major_dept_id = d.dept_id "
+                "JOIN enrollment e ON e.student_id = s.student_id "
+                "WHERE d.name = {dept!q} GROUP BY s.student_id "
+                "ORDER BY AVG(e.score) DESC, s.student_id LIMIT {k}",
+            },
             (
-                f"Which home cities do the {dept} majors who started in {year} come from?",
-                f"List the distinct hometowns of students who began a {dept} major in {year}.",
-            )
-        )
-        sql = (
-            "SELECT DISTINCT s.home_city FROM student s JOIN department d "
-            f"ON s.major_dept_id = d.dept_id WHERE d.name = {quote(dept)} "
-            f"AND s.enrollment_year = {year}"
-        )
-        return question, sql
-    title, _ = db.pick(rng, "course")
-    question = rng.choice(
-        (
-            f"Which different letter grades were given in {title}?",
-            f"List the distinct grades students received in {title}.",
-        )
-    )
-    sql = (
-        "SELECT DISTINCT e.grade FROM enrollment e JOIN course c ON e.course_id = c.course_id "
-        f"WHERE c.title = {quote(title)}"
-    )
-    return question, sql
-
-
-# university, test_unseen only
-
-
-@_template("university", "above_course_average", "nested_scalar", unseen=True)
-def _uni_above_course_average(rng: random.Random, db: _Db) -> tuple[str, str]:
-    title, _ = db.pick(rng, "course")
-    question = rng.choice(
-        (
-            f"Which students scored above the course average in {title}?",
-            f"List the students whose score in {title} beat that course's average score.",
-        )
-    )
-    sql = (
-        "SELECT s.first_name, s.last_name FROM student s "
-        "JOIN enrollment e ON e.student_id = s.student_id "
-        f"JOIN course c ON c.course_id = e.course_id WHERE c.title = {quote(title)} "
-        "AND e.score > (SELECT AVG(e2.score) FROM enrollment e2 JOIN course c2 "
-        f"ON c2.course_id = e2.course_id WHERE c2.title = {quote(title)})"
-    )
-    return question, sql
-
-
-@_template("university", "idle_professors", "nested_in", unseen=True, quota=12)
-def _uni_idle_professors(rng: random.Random, db: _Db) -> tuple[str, str]:
-    dept = db.pick(rng, "dept")
-    question = rng.choice(
-        (
-            f"Which professors in the {dept} department do not teach any course?",
-            f"List the {dept} faculty members who are not assigned to teach a course.",
-        )
-    )
-    sql = (
-        "SELECT p.first_name, p.last_name FROM professor p JOIN department d "
-        f"ON p.dept_id = d.dept_id WHERE d.name = {quote(dept)} AND p.prof_id NOT IN "
-        "(SELECT prof_id FROM course WHERE prof_id IS NOT NULL)"
-    )
-    return question, sql
-
-
-@_template("university", "departments_by_average_score", "group_having", unseen=True)
-def _uni_departments_by_average_score(rng: random.Random, db: _Db) -> tuple[str, str]:
-    threshold = rng.randint(68, 82)
-    level = rng.choice((None, 100, 200, 300, 400))
-    where = "" if level is None else f" WHERE c.level = {level}"
-    scope = "" if level is None else f" at the {level} level"
-    question = rng.choice(
-        (
-            f"Which departments' courses{scope} have an average score above {threshold}?",
-            f"List the departments whose students average more than {threshold} points in "
-            f"their courses{scope}.",
-        )
-    )
-    sql = (
-        "SELECT d.name FROM department d JOIN course c ON c.dept_id = d.dept_id "
-        f"JOIN enrollment e ON e.course_id = c.course_id{where} "
-        f"GROUP BY d.dept_id HAVING AVG(e.score) > {threshold}"
-    )
-    return question, sql
-
-
-@_template("university", "distinct_courses_from_city", "aggregate", unseen=True)
-def _uni_distinct_courses_from_city(rng: random.Random, db: _Db) -> tuple[str, str]:
-    city = db.pick(rng, "city")
-    year = db.pick(rng, "year")
-    question = rng.choice(
-        (
-            f"How many different courses have students from {city} taken in {year}?",
-            f"Count the distinct courses that students from {city} took in {year}.",
-        )
-    )
-    sql = (
-        "SELECT COUNT(DISTINCT e.course_id) FROM enrollment e JOIN student s "
-        f"ON e.student_id = s.student_id WHERE s.home_city = {quote(city)} AND e.year = {year}"
-    )
-    return question, sql
+                {"who": _k_of("professor")},
+                _one_or_many(
+                    "Who is the best-paid professor in the {dept} department?",
+                    "Which {who} in the {dept} department earn the highest salaries?",
+                ),
+                {
+                    "sql": "SELECT p.first_name, p.last_name FROM professor p "
+                    "JOIN department d ON p.dept_id = d.dept_id WHERE d.name = {dept!q} "
+                    "ORDER BY p.salary DESC, p.prof_id LIMIT {k}"
+                },
+            ),
+        ),
+    ),
+    _template(
+        "university", "students_taught_by", "nested_in",
+        {
+            ("first", "last"): Pick("teacher"),
+            "question": (
+                "Which students have taken a course taught by Professor {first} {last}?",
+                "List the students who have been in at least one of {first} {last}'s courses.",
+            ),
+            "sql": "SELECT first_name, last_name FROM student WHERE student_id IN "
+            "(SELECT e.student_id FROM enrollment e JOIN course c ON e.course_id = c.course_id "
+            "JOIN professor p ON c.prof_id = p.prof_id "
+            "WHERE p.first_name = {first!q} AND p.last_name = {last!q})",
+        },
+    ),
+    _template(
+        "university", "professors_above_average", "nested_scalar",
+        {"dept": Pick("dept")},
+        Chance(
+            0.4,
+            {
+                "question": (
+                    "Which professors in {dept} earn more than the average professor?",
+                    "List the {dept} professors whose salary is above the university-wide "
+                    "average.",
+                ),
+                "average": "(SELECT AVG(salary) FROM professor)",
+            },
+            {
+                "rank": Pick("rank"),
+                "question": "Which professors in the {dept} department earn more than the "
+                "average {rank:rank}?",
+                "average": "(SELECT AVG(salary) FROM professor WHERE rank = {rank!q})",
+            },
+        ),
+        {
+            "sql": "SELECT p.first_name, p.last_name FROM professor p JOIN department d "
+            "ON p.dept_id = d.dept_id WHERE d.name = {dept!q} AND p.salary > {average}"
+        },
+    ),
+    _template(
+        "university", "two_courses", "set_op",
+        {
+            ("first", "dept"): Pick("course"),
+            "courses": Values("course"),
+            "second": Choose(
+                lambda s: [t for t, d in s["courses"] if d == s["dept"] and t != s["first"]]
+            ),
+            "operation": _SET_OPERATIONS,
+            "question": Phrase(_UNI_SET_PHRASINGS, " Give their student ids and names."),
+            "sql": _set_sql(_UNI_STUDENTS_IN_COURSE),
+        },
+        quota=60,
+    ),
+    _template(
+        "university", "distinct_values", "distinct",
+        Chance(
+            0.5,
+            {
+                "dept": Pick("dept"),
+                "year": Pick("year"),
+                "question": (
+                    "Which home cities do the {dept} majors who started in {year} come from?",
+                    "List the distinct hometowns of students who began a {dept} major in {year}.",
+                ),
+                "sql": "SELECT DISTINCT s.home_city FROM student s JOIN department d "
+                "ON s.major_dept_id = d.dept_id WHERE d.name = {dept!q} "
+                "AND s.enrollment_year = {year}",
+            },
+            {
+                ("title", "dept"): Pick("course"),
+                "question": (
+                    "Which different letter grades were given in {title}?",
+                    "List the distinct grades students received in {title}.",
+                ),
+                "sql": "SELECT DISTINCT e.grade FROM enrollment e "
+                "JOIN course c ON e.course_id = c.course_id WHERE c.title = {title!q}",
+            },
+        ),
+    ),
+    # university, test_unseen only
+    _template(
+        "university", "above_course_average", "nested_scalar",
+        {
+            ("title", "dept"): Pick("course"),
+            "question": (
+                "Which students scored above the course average in {title}?",
+                "List the students whose score in {title} beat that course's average score.",
+            ),
+            "sql": "SELECT s.first_name, s.last_name FROM student s "
+            "JOIN enrollment e ON e.student_id = s.student_id "
+            "JOIN course c ON c.course_id = e.course_id WHERE c.title = {title!q} "
+            "AND e.score > (SELECT AVG(e2.score) FROM enrollment e2 JOIN course c2 "
+            "ON c2.course_id = e2.course_id WHERE c2.title = {title!q})",
+        },
+        unseen=True,
+    ),
+    _template(
+        "university", "idle_professors", "nested_in",
+        {
+            "dept": Pick("dept"),
+            "question": (
+                "Which professors in the {dept} department do not teach any course?",
+                "List the {dept} faculty members who are not assigned to teach a course.",
+            ),
+            "sql": "SELECT p.first_name, p.last_name FROM professor p JOIN department d "
+            "ON p.dept_id = d.dept_id WHERE d.name = {dept!q} AND p.prof_id NOT IN "
+            "(SELECT prof_id FROM course WHERE prof_id IS NOT NULL)",
+        },
+        unseen=True,
+        quota=12,
+    ),
+    _template(
+        "university", "departments_by_average_score", "group_having",
+        {
+            "threshold": range(68, 83),
+            "level": (None, 100, 200, 300, 400),
+            "where": lambda s: "" if s["level"] is None else f" WHERE c.level = {s['level']}",
+            "scope": lambda s: "" if s["level"] is None else f" at the {s['level']} level",
+            "question": (
+                "Which departments' courses{scope} have an average score above {threshold}?",
+                "List the departments whose students average more than {threshold} points in "
+                "their courses{scope}.",
+            ),
+            "sql": "SELECT d.name FROM department d JOIN course c ON c.dept_id = d.dept_id "
+            "JOIN enrollment e ON e.course_id = c.course_id{where} "
+            "GROUP BY d.dept_id HAVING AVG(e.score) > {threshold}",
+        },
+        unseen=True,
+    ),
+    _template(
+        "university", "distinct_courses_from_city", "aggregate",
+        {
+            "city": Pick("city"),
+            "year": Pick("year"),
+            "question": (
+                "How many different courses have students from {city} taken in {year}?",
+                "Count the distinct courses that students from {city} took in {year}.",
+            ),
+            "sql": "SELECT COUNT(DISTINCT e.course_id) FROM enrollment e JOIN student s "
+            "ON e.student_id = s.student_id WHERE s.home_city = {city!q} AND e.year = {year}",
+        },
+        unseen=True,
+    ),
+)  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------
 # Templates: retail
 # ---------------------------------------------------------------------------------------------
-
-
-@_template("retail", "products_by_stock_or_price", "filter")
-def _retail_products_by_stock_or_price(rng: random.Random, db: _Db) -> tuple[str, str]:
-    if rng.random() < 0.5:
-        count = rng.randint(1, 25)
-        question = rng.choice(
-            (
-                f"Which products have fewer than {count} units in stock?",
-                f"List the products with less than {count} items left in stock.",
-            )
-        )
-        return question, f"SELECT name FROM product WHERE stock < {count}"
-    price = rng.choice((3, 5, 6, 8, 10, 12, 15, 20, 300, 350, 400, 450, 500))
-    if price < 100:
-        question = f"Which products cost less than {_money(price)}?"
-        return question, f"SELECT name FROM product WHERE price < {price}"
-    question = f"Which products cost more than {_money(price)}?"
-    return question, f"SELECT name FROM product WHERE price > {price}"
-
-
-@_template("retail", "orders_between_dates", "filter")
-def _retail_orders_between_dates(rng: random.Random, db: _Db) -> tuple[str, str]:
-    start = date.fromisoformat(db.pick(rng, "order_date"))
-    end = start + timedelta(days=rng.randint(1, 10))
-    where = f"order_date BETWEEN '{start.isoformat()}' AND '{end.isoformat()}'"
-    between = f"from {_pretty_date(start.isoformat())} through {_pretty_date(end.isoformat())}"
-    if rng.random() < 0.5:
-        status = db.pick(rng, "status")
-        question = f"Which orders placed {between} are {status}? Give their ids."
-        where += f" AND status = {quote(status)}"
-    else:
-        question = rng.choice(
-            (
-                f"Which orders were placed {between}? Give the order ids.",
-                f"List the ids of the orders placed {between}.",
-            )
-        )
-    return question, f"SELECT order_id FROM orders WHERE {where}"
-
-
-@_template("retail", "products_name_like", "filter")
-def _retail_products_name_like(rng: random.Random, db: _Db) -> tuple[str, str]:
-    name = db.pick(rng, "product")
-    word = rng.choice(_like_words(name, 3) or [name.split()[0]])
-    if rng.random() < 0.6:
-        question = rng.choice(
-            (
-                f'Which products have "{word}" in their name?',
-                f'List the products whose name contains "{word}".',
-            )
-        )
-        return question, f"SELECT name FROM product WHERE name LIKE {quote(f'%{word}%')}"
-    limit = rng.choice((10, 20, 30, 50))
-    question = f'Which products with "{word}" in the name cost less than {_money(limit)}?'
-    sql = f"SELECT name FROM product WHERE name LIKE {quote(f'%{word}%')} AND price < {limit}"
-    return question, sql
-
-
-@_template("retail", "customers_by_tier", "filter")
-def _retail_customers_by_tier(rng: random.Random, db: _Db) -> tuple[str, str]:
-    tier = db.pick(rng, "tier")
-    country = db.pick(rng, "country")
-    question = rng.choice(
-        (
-            f"Which {tier} customers live in {country}?",
-            f"List the first and last names of the customers in {country} with {tier} "
-            "loyalty status.",
-        )
-    )
-    sql = (
-        "SELECT first_name, last_name FROM customer "
-        f"WHERE loyalty_tier = {quote(tier)} AND country = {quote(country)}"
-    )
-    return question, sql
-
-
-@_template("retail", "count_orders", "aggregate")
-def _retail_count_orders(rng: random.Random, db: _Db) -> tuple[str, str]:
-    year = db.pick(rng, "year")
-    if rng.random() < 0.5:
-        status = db.pick(rng, "status")
-        question = rng.choice(
-            (
-                f"How many orders placed in {year} are {status}?",
-                f"Count the {status} orders from {year}.",
-            )
-        )
-        where = f"status = {quote(status)}"
-    else:
-        method = db.pick(rng, "payment")
-        question = f"How many orders placed in {year} were paid by {method}?"
-        where = f"payment_method = {quote(method)}"
-    sql = (
-        f"SELECT COUNT(*) FROM orders WHERE {where} AND strftime('%Y', order_date) = {quote(year)}"
-    )
-    return question, sql
-
-
-@_template("retail", "price_stats", "aggregate")
-def _retail_price_stats(rng: random.Random, db: _Db) -> tuple[str, str]:
-    function, word = rng.choice(_AGGREGATES[:3])
-    if rng.random() < 0.5:
-        category = db.pick(rng, "category")
-        question = rng.choice(
-            (
-                f"What is the {word} price of products in the {category} category?",
-                f"What's the {word} price among {category} products?",
-            )
-        )
-        sql = (
-            f"SELECT {function}(p.price) FROM product p JOIN category c "
-            f"ON p.category_id = c.category_id WHERE c.name = {quote(category)}"
-        )
-        return question, sql
-    supplier = db.pick(rng, "supplier")
-    question = f"What is the {word} price of the products supplied by {supplier}?"
-    sql = (
-        f"SELECT {function}(p.price) FROM product p JOIN supplier s "
-        f"ON p.supplier_id = s.supplier_id WHERE s.name = {quote(supplier)}"
-    )
-    return question, sql
-
-
-@_template("retail", "category_sales_value", "aggregate")
-def _retail_category_sales_value(rng: random.Random, db: _Db) -> tuple[str, str]:
-    category = db.pick(rng, "category")
-    year = db.pick(rng, "year")
-    if rng.random() < 0.5:
-        question = rng.choice(
-            (
-                f"What is the total value of {category} items in orders placed in {year}?",
-                f"How much money did {category} products bring in across all orders placed "
-                f"in {year}?",
-            )
-        )
-        measure = "SUM(oi.quantity * oi.unit_price)"
-    else:
-        question = f"How many {category} units were ordered in {year}?"
-        measure = "SUM(oi.quantity)"
-    sql = (
-        f"SELECT {measure} FROM order_item oi JOIN product p ON oi.product_id = p.product_id "
-        "JOIN category c ON p.category_id = c.category_id "
-        "JOIN orders o ON oi.order_id = o.order_id "
-        f"WHERE c.name = {quote(category)} AND strftime('%Y', o.order_date) = {quote(year)}"
-    )
-    return question, sql
-
-
-@_template("retail", "frequent_customers", "group_having")
-def _retail_frequent_customers(rng: random.Random, db: _Db) -> tuple[str, str]:
-    count = rng.randint(3, 14)
-    where = ""
-    scope = ""
-    if rng.random() < 0.6:
-        country = db.pick(rng, "country")
-        where = f" WHERE c.country = {quote(country)}"
-        scope = f" from {country}"
-    question = rng.choice(
-        (
-            f"Which customers{scope} have placed more than {count} orders?",
-            f"List the customers{scope} with over {count} orders.",
-        )
-    )
-    sql = (
-        "SELECT c.first_name, c.last_name FROM customer c "
-        f"JOIN orders o ON o.customer_id = c.customer_id{where} "
-        f"GROUP BY c.customer_id HAVING COUNT(*) > {count}"
-    )
-    return question, sql
-
-
-@_template("retail", "order_breakdown", "group_by")
-def _retail_order_breakdown(rng: random.Random, db: _Db) -> tuple[str, str]:
-    if rng.random() < 0.5:
-        year = db.pick(rng, "year")
-        question = rng.choice(
-            (
-                f"How many orders were placed in each month of {year}?",
-                f"Give the number of orders per month (as a two-digit month) in {year}.",
-            )
-        )
-        sql = (
-            "SELECT strftime('%m', order_date) AS month, COUNT(*) FROM orders "
-            f"WHERE strftime('%Y', order_date) = {quote(year)} GROUP BY month"
-        )
-        return question, sql
-    country = db.pick(rng, "country")
-    question = rng.choice(
-        (
-            f"How many orders from customers in {country} are in each status?",
-            f"Break down the orders of {country} customers by status, with a count for each.",
-        )
-    )
-    sql = (
-        "SELECT o.status, COUNT(*) FROM orders o JOIN customer c ON o.customer_id = c.customer_id "
-        f"WHERE c.country = {quote(country)} GROUP BY o.status"
-    )
-    return question, sql
-
-
-@_template("retail", "products_by_supplier", "join2")
-def _retail_products_by_supplier(rng: random.Random, db: _Db) -> tuple[str, str]:
-    supplier = db.pick(rng, "supplier")
-    if rng.random() < 0.5:
-        question = rng.choice(
-            (
-                f"Which products does {supplier} supply?",
-                f"List the names of the products we source from {supplier}.",
-            )
-        )
-        sql = (
-            "SELECT p.name FROM product p JOIN supplier s ON p.supplier_id = s.supplier_id "
-            f"WHERE s.name = {quote(supplier)}"
-        )
-        return question, sql
-    count = rng.randint(5, 50)
-    question = f"Which products from {supplier} have fewer than {count} units in stock?"
-    sql = (
-        "SELECT p.name FROM product p JOIN supplier s ON p.supplier_id = s.supplier_id "
-        f"WHERE s.name = {quote(supplier)} AND p.stock < {count}"
-    )
-    return question, sql
-
-
-@_template("retail", "order_contents", "join3")
-def _retail_order_contents(rng: random.Random, db: _Db) -> tuple[str, str]:
-    if rng.random() < 0.5:
-        day = db.pick(rng, "order_date")
-        question = rng.choice(
-            (
-                f"Which products were ordered on {_pretty_date(day)}?",
-                f"List the distinct products that appear in orders placed on {_pretty_date(day)}.",
-            )
-        )
-        sql = (
-            "SELECT DISTINCT p.name FROM orders o JOIN order_item oi ON oi.order_id = o.order_id "
-            f"JOIN product p ON p.product_id = oi.product_id WHERE o.order_date = {quote(day)}"
-        )
-        return question, sql
-    first, last = db.pick(rng, "customer")
-    question = rng.choice(
-        (
-            f"Which products has {first} {last} ordered?",
-            f"List the distinct products bought by the customer {first} {last}.",
-        )
-    )
-    sql = (
-        "SELECT DISTINCT p.name FROM customer c JOIN orders o ON o.customer_id = c.customer_id "
-        "JOIN order_item oi ON oi.order_id = o.order_id "
-        "JOIN product p ON p.product_id = oi.product_id "
-        f"WHERE c.first_name = {quote(first)} AND c.last_name = {quote(last)}"
-    )
-    return question, sql
-
-
-@_template("retail", "best_sellers", "top_k")
-def _retail_best_sellers(rng: random.Random, db: _Db) -> tuple[str, str]:
-    k = rng.randint(1, 10)
-    if rng.random() < 0.6:
-        category = db.pick(rng, "category")
-        question = (
-            f"What is the best-selling {category} product by units sold?"
-            if k == 1
-            else f"What are the {k} best-selling {category} products by units sold?"
-        )
-        sql = (
-            "SELECT p.name FROM product p JOIN category c ON p.category_id = c.category_id "
-            "JOIN order_item oi ON oi.product_id = p.product_id "
-            f"WHERE c.name = {quote(category)} GROUP BY p.product_id "
-            f"ORDER BY SUM(oi.quantity) DESC, p.product_id LIMIT {k}"
-        )
-        return question, sql
-    supplier = db.pick(rng, "supplier")
-    question = (
-        f"What is the most expensive product from {supplier}?"
-        if k == 1
-        else f"What are the {k} most expensive products supplied by {supplier}?"
-    )
-    sql = (
-        "SELECT p.name FROM product p JOIN supplier s ON p.supplier_id = s.supplier_id "
-        f"WHERE s.name = {quote(supplier)} ORDER BY p.price DESC, p.product_id LIMIT {k}"
-    )
-    return question, sql
-
-
-@_template("retail", "customers_who_bought_category", "nested_in")
-def _retail_customers_who_bought_category(rng: random.Random, db: _Db) -> tuple[str, str]:
-    category = db.pick(rng, "category")
-    country = db.pick(rng, "country")
-    question = rng.choice(
-        (
-            f"Which customers from {country} have bought something from the {category} category?",
-            f"List the customers in {country} who ordered at least one {category} product.",
-        )
-    )
-    sql = (
-        "SELECT first_name, last_name FROM customer "
-        f"WHERE country = {quote(country)} AND customer_id IN (SELECT o.customer_id FROM orders o "
-        "JOIN order_item oi ON oi.order_id = o.order_id "
-        "JOIN product p ON p.product_id = oi.product_id "
-        "JOIN category c ON c.category_id = p.category_id "
-        f"WHERE c.name = {quote(category)})"
-    )
-    return question, sql
-
-
-@_template("retail", "above_average_price", "nested_scalar")
-def _retail_above_average_price(rng: random.Random, db: _Db) -> tuple[str, str]:
-    category = db.pick(rng, "category")
-    if rng.random() < 0.5:
-        question = rng.choice(
-            (
-                f"Which {category} products cost more than the average product?",
-                f"List the {category} products priced above the average price of all products.",
-            )
-        )
-        average = "(SELECT AVG(price) FROM product)"
-    else:
-        question = f"Which {category} products are priced above the {category} average?"
-        average = (
-            "(SELECT AVG(p2.price) FROM product p2 JOIN category c2 "
-            f"ON p2.category_id = c2.category_id WHERE c2.name = {quote(category)})"
-        )
-    sql = (
-        "SELECT p.name FROM product p JOIN category c ON p.category_id = c.category_id "
-        f"WHERE c.name = {quote(category)} AND p.price > {average}"
-    )
-    return question, sql
-
 
 _RETAIL_CUSTOMERS_IN_CATEGORY = (
     "SELECT c.customer_id, c.first_name, c.last_name FROM customer c "
@@ -2553,10 +2325,8 @@ _RETAIL_CUSTOMERS_IN_CATEGORY = (
     "JOIN order_item oi ON oi.order_id = o.order_id "
     "JOIN product p ON p.product_id = oi.product_id "
     "JOIN category k ON k.category_id = p.category_id "
-    "WHERE c.country = {} AND k.name = {}"
+    "WHERE c.country = {country!q} AND k.name = {side!q}"
 )
-
-
 _RETAIL_SET_PHRASINGS = {
     "UNION": (
         "Which customers from {country} bought {first} or {second} products?",
@@ -2574,367 +2344,471 @@ _RETAIL_SET_PHRASINGS = {
     ),
 }
 
-
-@_template("retail", "two_categories", "set_op", quota=60)
-def _retail_two_categories(rng: random.Random, db: _Db) -> tuple[str, str]:
-    first, second = rng.sample(db.values("category"), 2)
-    country = db.pick(rng, "country")
-    operation = rng.choice(_SET_OPERATIONS)
-    return _set_operation(
-        rng, operation, _RETAIL_SET_PHRASINGS, _RETAIL_CUSTOMERS_IN_CATEGORY, first, second,
-        where=(country,), suffix=" Give their customer ids and names.", country=country,
-    )  # fmt: skip
-
-
-@_template("retail", "distinct_values", "distinct")
-def _retail_distinct_values(rng: random.Random, db: _Db) -> tuple[str, str]:
-    if rng.random() < 0.5:
-        method = db.pick(rng, "payment")
-        year = db.pick(rng, "year")
-        question = rng.choice(
+_RETAIL_TEMPLATES = (
+    _template(
+        "retail", "products_by_stock_or_price", "filter",
+        Chance(
+            0.5,
+            {
+                "count": range(1, 26),
+                "question": (
+                    "Which products have fewer than {count} units in stock?",
+                    "List the products with less than {count} items left in stock.",
+                ),
+                "sql": "SELECT name FROM product WHERE stock < {count}",
+            },
             (
-                f"Which countries are the customers who paid by {method} in {year} from?",
-                f"List the distinct countries of customers with a {method} payment in {year}.",
-            )
-        )
-        sql = (
-            "SELECT DISTINCT c.country FROM customer c JOIN orders o "
-            f"ON o.customer_id = c.customer_id WHERE o.payment_method = {quote(method)} "
-            f"AND strftime('%Y', o.order_date) = {quote(year)}"
-        )
-        return question, sql
-    first, last = db.pick(rng, "customer")
-    question = rng.choice(
-        (
-            f"Which categories has {first} {last} bought from?",
-            f"List the distinct product categories in {first} {last}'s orders.",
-        )
-    )
-    sql = (
-        "SELECT DISTINCT k.name FROM customer c JOIN orders o ON o.customer_id = c.customer_id "
-        "JOIN order_item oi ON oi.order_id = o.order_id "
-        "JOIN product p ON p.product_id = oi.product_id "
-        "JOIN category k ON k.category_id = p.category_id "
-        f"WHERE c.first_name = {quote(first)} AND c.last_name = {quote(last)}"
-    )
-    return question, sql
-
-
-# retail, test_unseen only
-
-
-@_template("retail", "value_by_payment_method", "group_by", unseen=True)
-def _retail_value_by_payment_method(rng: random.Random, db: _Db) -> tuple[str, str]:
-    year = db.pick(rng, "year")
-    country = db.pick(rng, "country")
-    question = rng.choice(
-        (
-            f"For customers in {country}, what was the total value of the items ordered in "
-            f"{year} for each payment method?",
-            f"Break down the {year} order value of customers in {country} by payment method.",
-        )
-    )
-    sql = (
-        "SELECT o.payment_method, SUM(oi.quantity * oi.unit_price) FROM orders o "
-        "JOIN order_item oi ON oi.order_id = o.order_id "
-        "JOIN customer c ON c.customer_id = o.customer_id "
-        f"WHERE c.country = {quote(country)} AND strftime('%Y', o.order_date) = {quote(year)} "
-        "GROUP BY o.payment_method"
-    )
-    return question, sql
-
-
-@_template("retail", "pricey_categories", "group_having", unseen=True, quota=20)
-def _retail_pricey_categories(rng: random.Random, db: _Db) -> tuple[str, str]:
-    if rng.random() < 0.3:
-        question = rng.choice(
+                {"price": (3, 5, 6, 8, 10, 12, 15, 20, 300, 350, 400, 450, 500)},
+                If(
+                    lambda s: s["price"] < 100,
+                    {
+                        "question": "Which products cost less than {price:money}?",
+                        "sql": "SELECT name FROM product WHERE price < {price}",
+                    },
+                    {
+                        "question": "Which products cost more than {price:money}?",
+                        "sql": "SELECT name FROM product WHERE price > {price}",
+                    },
+                ),
+            ),
+        ),
+    ),
+    _template(
+        "retail", "orders_between_dates", "filter",
+        {
+            "start": Pick("order_date"),
+            "days": range(1, 11),
+            "end": lambda s: str(date.fromisoformat(s["start"]) + timedelta(days=s["days"])),
+            "where": "order_date BETWEEN '{start}' AND '{end}'",
+            "between": "from {start:date} through {end:date}",
+        },
+        Chance(
+            0.5,
+            {
+                "status": Pick("status"),
+                "question": "Which orders placed {between} are {status}? Give their ids.",
+                "where": "{where} AND status = {status!q}",
+            },
+            {
+                "question": (
+                    "Which orders were placed {between}? Give the order ids.",
+                    "List the ids of the orders placed {between}.",
+                ),
+            },
+        ),
+        {"sql": "SELECT order_id FROM orders WHERE {where}"},
+    ),
+    _template(
+        "retail", "products_name_like", "filter",
+        {
+            "name": Pick("product"),
+            "word": Choose(lambda s: _like_words(s["name"], 3) or [s["name"].split()[0]]),
+            "pattern": "%{word}%",
+        },
+        Chance(
+            0.6,
+            {
+                "question": (
+                    'Which products have "{word}" in their name?',
+                    'List the products whose name contains "{word}".',
+                ),
+                "sql": "SELECT name FROM product WHERE name LIKE {pattern!q}",
+            },
+            {
+                "limit": (10, 20, 30, 50),
+                "question": 'Which products with "{word}" in the name cost less than '
+                "{limit:money}?",
+                "sql": "SELECT name FROM product WHERE name LIKE {pattern!q} AND price < {limit}",
+            },
+        ),
+    ),
+    _template(
+        "retail", "customers_by_tier", "filter",
+        {
+            "tier": Pick("tier"),
+            "country": Pick("country"),
+            "question": (
+                "Which {tier} customers live in {country}?",
+                "List the first and last names of the customers in {country} with {tier} "
+                "loyalty status.",
+            ),
+            "sql": "SELECT first_name, last_name FROM customer "
+            "WHERE loyalty_tier = {tier!q} AND country = {country!q}",
+        },
+    ),
+    _template(
+        "retail", "count_orders", "aggregate",
+        {"year": Pick("year")},
+        Chance(
+            0.5,
+            {
+                "status": Pick("status"),
+                "question": (
+                    "How many orders placed in {year} are {status}?",
+                    "Count the {status} orders from {year}.",
+                ),
+                "where": "status = {status!q}",
+            },
+            {
+                "method": Pick("payment"),
+                "question": "How many orders placed in {year} were paid by {method}?",
+                "where": "payment_method = {method!q}",
+            },
+        ),
+        {
+            "sql": "SELECT COUNT(*) FROM orders "
+            "WHERE {where} AND strftime('%Y', order_date) = {year!q}"
+        },
+    ),
+    _template(
+        "retail", "price_stats", "aggregate",
+        {("function", "word"): _AGGREGATES[:3]},
+        Chance(
+            0.5,
+            {
+                "category": Pick("category"),
+                "question": (
+                    "What is the {word} price of products in the {category} category?",
+                    "What's the {word} price among {category} products?",
+                ),
+                "sql": "SELECT {function}(p.price) FROM product p JOIN category c "
+                "ON p.category_id = c.category_id WHERE c.name = {category!q}",
+            },
+            {
+                "supplier": Pick("supplier"),
+                "question": "What is the {word} price of the products supplied by {supplier}?",
+                "sql": "SELECT {function}(p.price) FROM product p JOIN supplier s "
+                "ON p.supplier_id = s.supplier_id WHERE s.name = {supplier!q}",
+            },
+        ),
+    ),
+    _template(
+        "retail", "category_sales_value", "aggregate",
+        {"category": Pick("category"), "year": Pick("year")},
+        Chance(
+            0.5,
+            {
+                "question": (
+                    "What is the total value of {category} items in orders placed in {year}?",
+                    "How much money did {category} products bring in across all orders placed "
+                    "in {year}?",
+                ),
+                "measure": "SUM(oi.quantity * oi.unit_price)",
+            },
+            {
+                "question": "How many {category} units were ordered in {year}?",
+                "measure": "SUM(oi.quantity)",
+            },
+        ),
+        {
+            "sql": "SELECT {measure} FROM order_item oi "
+            "JOIN product p ON oi.product_id = p.product_id "
+            "JOIN category c ON p.category_id = c.category_id "
+            "JOIN orders o ON oi.order_id = o.order_id "
+            "WHERE c.name = {category!q} AND strftime('%Y', o.order_date) = {year!q}"
+        },
+    ),
+    _template(
+        "retail", "frequent_customers", "group_having",
+        {"count": range(3, 15), "where": "", "scope": ""},
+        Chance(
+            0.6,
+            {
+                "country": Pick("country"),
+                "where": " WHERE c.country = {country!q}",
+                "scope": " from {country}",
+            },
+        ),
+        {
+            "question": (
+                "Which customers{scope} have placed more than {count} orders?",
+                "List the customers{scope} with over {count} orders.",
+            ),
+            "sql": "SELECT c.first_name, c.last_name FROM customer c "
+            "JOIN orders o ON o.customer_id = c.customer_id{where} "
+            "GROUP BY c.customer_id HAVING COUNT(*) > {count}",
+        },
+    ),
+    _template(
+        "retail", "order_breakdown", "group_by",
+        Chance(
+            0.5,
+            {
+                "year": Pick("year"),
+                "question": (
+                    "How many orders were placed in each month of {year}?",
+                    "Give the number of orders per month (as a two-digit month) in {year}.",
+                ),
+                "sql": "SELECT strftime('%m', order_date) AS month, COUNT(*) FROM orders "
+                "WHERE strftime('%Y', order_date) = {year!q} GROUP BY month",
+            },
+            {
+                "country": Pick("country"),
+                "question": (
+                    "How many orders from customers in {country} are in each status?",
+                    "Break down the orders of {country} customers by status, with a count for "
+                    "each.",
+                ),
+                "sql": "SELECT o.status, COUNT(*) FROM orders o "
+                "JOIN customer c ON o.customer_id = c.customer_id "
+                "WHERE c.country = {country!q} GROUP BY o.status",
+            },
+        ),
+    ),
+    _template(
+        "retail", "products_by_supplier", "join2",
+        {
+            "supplier": Pick("supplier"),
+            "sql": "SELECT p.name FROM product p JOIN supplier s "
+            "ON p.supplier_id = s.supplier_id WHERE s.name = {supplier!q}",
+        },
+        Chance(
+            0.5,
+            {
+                "question": (
+                    "Which products does {supplier} supply?",
+                    "List the names of the products we source from {supplier}.",
+                ),
+            },
+            {
+                "count": range(5, 51),
+                "question": "Which products from {supplier} have fewer than {count} units in "
+                "stock?",
+                "sql": "{sql} AND p.stock < {count}",
+            },
+        ),
+    ),
+    _template(
+        "retail", "order_contents", "join3",
+        Chance(
+            0.5,
+            {
+                "day": Pick("order_date"),
+                "question": (
+                    "Which products were ordered on {day:date}?",
+                    "List the distinct products that appear in orders placed on {day:date}.",
+                ),
+                "sql": "SELECT DISTINCT p.name FROM orders o "
+                "JOIN order_item oi ON oi.order_id = o.order_id "
+                "JOIN product p ON p.product_id = oi.product_id WHERE o.order_date = {day!q}",
+            },
+            {
+                ("first", "last"): Pick("customer"),
+                "question": (
+                    "Which products has {first} {last} ordered?",
+                    "List the distinct products bought by the customer {first} {last}.",
+                ),
+                "sql": "SELECT DISTINCT p.name FROM customer c "
+                "JOIN orders o ON o.customer_id = c.customer_id "
+                "JOIN order_item oi ON oi.order_id = o.order_id "
+                "JOIN product p ON p.product_id = oi.product_id "
+                "WHERE c.first_name = {first!q} AND c.last_name = {last!q}",
+            },
+        ),
+    ),
+    _template(
+        "retail", "best_sellers", "top_k",
+        {"k": range(1, 11)},
+        Chance(
+            0.6,
             (
-                "Which categories have an average product price above the overall average?",
-                "List the categories whose products are, on average, pricier than the average "
-                "product.",
-            )
-        )
-        threshold = "(SELECT AVG(price) FROM product)"
-    else:
-        value = rng.randrange(20, 300, 10)
-        question = rng.choice(
+                {"category": Pick("category")},
+                _one_or_many(
+                    "What is the best-selling {category} product by units sold?",
+                    "What are the {k} best-selling {category} products by units sold?",
+                ),
+                {
+                    "sql": "SELECT p.name FROM product p "
+                    "JOIN category c ON p.category_id = c.category_id "
+                    "JOIN order_item oi ON oi.product_id = p.product_id "
+                    "WHERE c.name = {category!q} GROUP BY p.product_id "
+                    "ORDER BY SUM(oi.quantity) DESC, p.product_id LIMIT {k}"
+                },
+            ),
             (
-                f"Which categories have an average product price above {_money(value)}?",
-                f"List the categories where products cost more than {_money(value)} on average.",
-            )
-        )
-        threshold = str(value)
-    sql = (
-        "SELECT c.name FROM category c JOIN product p ON p.category_id = c.category_id "
-        f"GROUP BY c.category_id HAVING AVG(p.price) > {threshold}"
-    )
-    return question, sql
-
-
-@_template("retail", "customers_without_orders", "nested_in", unseen=True)
-def _retail_customers_without_orders(rng: random.Random, db: _Db) -> tuple[str, str]:
-    year = db.pick(rng, "signup_year")
-    tier = db.pick(rng, "tier")
-    question = rng.choice(
-        (
-            f"Which {tier} customers who signed up in {year} have never placed an order?",
-            f"List the {tier} customers from the {year} sign-ups without a single order.",
-        )
-    )
-    sql = (
-        "SELECT first_name, last_name FROM customer "
-        f"WHERE strftime('%Y', signup_date) = {quote(year)} AND loyalty_tier = {quote(tier)} "
-        "AND customer_id NOT IN (SELECT customer_id FROM orders)"
-    )
-    return question, sql
-
-
-@_template("retail", "largest_order", "top_k", unseen=True)
-def _retail_largest_order(rng: random.Random, db: _Db) -> tuple[str, str]:
-    first, last = db.pick(rng, "customer")
-    question = rng.choice(
-        (
-            f"What was the id of the most valuable order {first} {last} placed "
-            "(by the value of its items)?",
-            f"Which order of {first} {last} had the largest item total? Give its id.",
-        )
-    )
-    sql = (
-        "SELECT o.order_id FROM customer c JOIN orders o ON o.customer_id = c.customer_id "
-        "JOIN order_item oi ON oi.order_id = o.order_id "
-        f"WHERE c.first_name = {quote(first)} AND c.last_name = {quote(last)} GROUP BY o.order_id "
-        "ORDER BY SUM(oi.quantity * oi.unit_price) DESC, o.order_id LIMIT 1"
-    )
-    return question, sql
+                {"supplier": Pick("supplier")},
+                _one_or_many(
+                    "What is the most expensive product from {supplier}?",
+                    "What are the {k} most expensive products supplied by {supplier}?",
+                ),
+                {
+                    "sql": "SELECT p.name FROM product p "
+                    "JOIN supplier s ON p.supplier_id = s.supplier_id "
+                    "WHERE s.name = {supplier!q} ORDER BY p.price DESC, p.product_id LIMIT {k}"
+                },
+            ),
+        ),
+    ),
+    _template(
+        "retail", "customers_who_bought_category", "nested_in",
+        {
+            "category": Pick("category"),
+            "country": Pick("country"),
+            "question": (
+                "Which customers from {country} have bought something from the {category} "
+                "category?",
+                "List the customers in {country} who ordered at least one {category} product.",
+            ),
+            "sql": "SELECT first_name, last_name FROM customer WHERE country = {country!q} "
+            "AND customer_id IN (SELECT o.customer_id FROM orders o "
+            "JOIN order_item oi ON oi.order_id = o.order_id "
+            "JOIN product p ON p.product_id = oi.product_id "
+            "JOIN category c ON c.category_id = p.category_id "
+            "WHERE c.name = {category!q})",
+        },
+    ),
+    _template(
+        "retail", "above_average_price", "nested_scalar",
+        {"category": Pick("category")},
+        Chance(
+            0.5,
+            {
+                "question": (
+                    "Which {category} products cost more than the average product?",
+                    "List the {category} products priced above the average price of all "
+                    "products.",
+                ),
+                "average": "(SELECT AVG(price) FROM product)",
+            },
+            {
+                "question": "Which {category} products are priced above the {category} average?",
+                "average": "(SELECT AVG(p2.price) FROM product p2 JOIN category c2 "
+                "ON p2.category_id = c2.category_id WHERE c2.name = {category!q})",
+            },
+        ),
+        {
+            "sql": "SELECT p.name FROM product p JOIN category c "
+            "ON p.category_id = c.category_id WHERE c.name = {category!q} "
+            "AND p.price > {average}"
+        },
+    ),
+    _set_operation_in(
+        "retail", "two_categories", "category", "country", _RETAIL_SET_PHRASINGS,
+        _RETAIL_CUSTOMERS_IN_CATEGORY, "customer", quota=60,
+    ),
+    _template(
+        "retail", "distinct_values", "distinct",
+        Chance(
+            0.5,
+            {
+                "method": Pick("payment"),
+                "year": Pick("year"),
+                "question": (
+                    "Which countries are the customers who paid by {method} in {year} from?",
+                    "List the distinct countries of customers with a {method} payment in {year}.",
+                ),
+                "sql": "SELECT DISTINCT c.country FROM customer c JOIN orders o "
+                "ON o.customer_id = c.customer_id WHERE o.payment_method = {method!q} "
+                "AND strftime('%Y', o.order_date) = {year!q}",
+            },
+            {
+                ("first", "last"): Pick("customer"),
+                "question": (
+                    "Which categories has {first} {last} bought from?",
+                    "List the distinct product categories in {first} {last}'s orders.",
+                ),
+                "sql": "SELECT DISTINCT k.name FROM customer c "
+                "JOIN orders o ON o.customer_id = c.customer_id "
+                "JOIN order_item oi ON oi.order_id = o.order_id "
+                "JOIN product p ON p.product_id = oi.product_id "
+                "JOIN category k ON k.category_id = p.category_id "
+                "WHERE c.first_name = {first!q} AND c.last_name = {last!q}",
+            },
+        ),
+    ),
+    # retail, test_unseen only
+    _template(
+        "retail", "value_by_payment_method", "group_by",
+        {
+            "year": Pick("year"),
+            "country": Pick("country"),
+            "question": (
+                "For customers in {country}, what was the total value of the items ordered in "
+                "{year} for each payment method?",
+                "Break down the {year} order value of customers in {country} by payment method.",
+            ),
+            "sql": "SELECT o.payment_method, SUM(oi.quantity * oi.unit_price) FROM orders o "
+            "JOIN order_item oi ON oi.order_id = o.order_id "
+            "JOIN customer c ON c.customer_id = o.customer_id "
+            "WHERE c.country = {country!q} AND strftime('%Y', o.order_date) = {year!q} "
+            "GROUP BY o.payment_method",
+        },
+        unseen=True,
+    ),
+    _template(
+        "retail", "pricey_categories", "group_having",
+        Chance(
+            0.3,
+            {
+                "question": (
+                    "Which categories have an average product price above the overall average?",
+                    "List the categories whose products are, on average, pricier than the "
+                    "average product.",
+                ),
+                "threshold": "(SELECT AVG(price) FROM product)",
+            },
+            {
+                "value": range(20, 300, 10),
+                "question": (
+                    "Which categories have an average product price above {value:money}?",
+                    "List the categories where products cost more than {value:money} on average.",
+                ),
+                "threshold": "{value}",
+            },
+        ),
+        {
+            "sql": "SELECT c.name FROM category c JOIN product p "
+            "ON p.category_id = c.category_id GROUP BY c.category_id "
+            "HAVING AVG(p.price) > {threshold}"
+        },
+        unseen=True,
+        quota=20,
+    ),
+    _template(
+        "retail", "customers_without_orders", "nested_in",
+        {
+            "year": Pick("signup_year"),
+            "tier": Pick("tier"),
+            "question": (
+                "Which {tier} customers who signed up in {year} have never placed an order?",
+                "List the {tier} customers from the {year} sign-ups without a single order.",
+            ),
+            "sql": "SELECT first_name, last_name FROM customer "
+            "WHERE strftime('%Y', signup_date) = {year!q} AND loyalty_tier = {tier!q} "
+            "AND customer_id NOT IN (SELECT customer_id FROM orders)",
+        },
+        unseen=True,
+    ),
+    _template(
+        "retail", "largest_order", "top_k",
+        {
+            ("first", "last"): Pick("customer"),
+            "question": (
+                "What was the id of the most valuable order {first} {last} placed "
+                "(by the value of its items)?",
+                "Which order of {first} {last} had the largest item total? Give its id.",
+            ),
+            "sql": "SELECT o.order_id FROM customer c "
+            "JOIN orders o ON o.customer_id = c.customer_id "
+            "JOIN order_item oi ON oi.order_id = o.order_id "
+            "WHERE c.first_name = {first!q} AND c.last_name = {last!q} GROUP BY o.order_id "
+            "ORDER BY SUM(oi.quantity * oi.unit_price) DESC, o.order_id LIMIT 1",
+        },
+        unseen=True,
+    ),
+)  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------
 # Templates: hospital (every one of them test_unseen)
 # ---------------------------------------------------------------------------------------------
 
-
-@_template("hospital", "patients_by_blood_type", "filter")
-def _hospital_patients_by_blood_type(rng: random.Random, db: _Db) -> tuple[str, str]:
-    blood = db.pick(rng, "blood")
-    city = db.pick(rng, "city")
-    question = rng.choice(
-        (
-            f"Which patients from {city} have blood type {blood}?",
-            f"List the first and last names of patients in {city} with {blood} blood.",
-        )
-    )
-    sql = (
-        "SELECT first_name, last_name FROM patient "
-        f"WHERE blood_type = {quote(blood)} AND city = {quote(city)}"
-    )
-    return question, sql
-
-
-@_template("hospital", "patients_born_between", "filter")
-def _hospital_patients_born_between(rng: random.Random, db: _Db) -> tuple[str, str]:
-    city = db.pick(rng, "city")
-    first = rng.randint(1935, 2015)
-    last = first + rng.randint(0, 6)
-    if first == last:
-        question = f"Which patients from {city} were born in {first}?"
-    else:
-        question = rng.choice(
-            (
-                f"Which patients from {city} were born between {first} and {last}?",
-                f"List the patients living in {city} born from {first} through {last}.",
-            )
-        )
-    sql = (
-        "SELECT first_name, last_name FROM patient WHERE city = "
-        f"{quote(city)} AND birth_date BETWEEN '{first}-01-01' AND '{last}-12-31'"
-    )
-    return question, sql
-
-
-@_template("hospital", "patients_name_like", "filter")
-def _hospital_patients_name_like(rng: random.Random, db: _Db) -> tuple[str, str]:
-    name = db.pick(rng, "last_name")
-    prefix = name[: rng.choice((1, 2, 3))]
-    insurer = db.pick(rng, "insurer")
-    question = rng.choice(
-        (
-            f'Which patients insured by {insurer} have a last name starting with "{prefix}"?',
-            f'List the {insurer} patients whose last names begin with "{prefix}".',
-        )
-    )
-    sql = (
-        "SELECT first_name, last_name FROM patient "
-        f"WHERE insurer = {quote(insurer)} AND last_name LIKE {quote(prefix + '%')}"
-    )
-    return question, sql
-
-
-@_template("hospital", "doctor_appointment_count", "aggregate")
-def _hospital_doctor_appointment_count(rng: random.Random, db: _Db) -> tuple[str, str]:
-    first, last = db.pick(rng, "doctor")
-    year = db.pick(rng, "year")
-    question = rng.choice(
-        (
-            f"How many completed appointments did Dr. {first} {last} have in {year}?",
-            f"Count Dr. {first} {last}'s completed appointments in {year}.",
-        )
-    )
-    sql = (
-        "SELECT COUNT(*) FROM appointment a JOIN doctor d ON a.doctor_id = d.doctor_id "
-        f"WHERE d.first_name = {quote(first)} AND d.last_name = {quote(last)} "
-        f"AND a.status = 'completed' AND strftime('%Y', a.appointment_date) = {quote(year)}"
-    )
-    return question, sql
-
-
-@_template("hospital", "fee_stats", "aggregate")
-def _hospital_fee_stats(rng: random.Random, db: _Db) -> tuple[str, str]:
-    function, word = rng.choice(_AGGREGATES)
-    dept = db.pick(rng, "dept")
-    year = db.pick(rng, "year")
-    noun = "fees collected" if function == "SUM" else "fee"
-    question = rng.choice(
-        (
-            f"What is the {word} {noun} for completed {dept} appointments in {year}?",
-            f"Looking at completed appointments in {dept} during {year}, what was the "
-            f"{word} {noun}?",
-        )
-    )
-    sql = (
-        f"SELECT {function}(a.fee) FROM appointment a JOIN doctor d "
-        "ON a.doctor_id = d.doctor_id JOIN department p ON d.dept_id = p.dept_id "
-        f"WHERE p.name = {quote(dept)} AND a.status = 'completed' "
-        f"AND strftime('%Y', a.appointment_date) = {quote(year)}"
-    )
-    return question, sql
-
-
-@_template("hospital", "busy_doctors", "group_having")
-def _hospital_busy_doctors(rng: random.Random, db: _Db) -> tuple[str, str]:
-    count = rng.randint(10, 45)
-    year = db.pick(rng, "year")
-    question = rng.choice(
-        (
-            f"Which doctors had more than {count} completed appointments in {year}?",
-            f"List the doctors who completed over {count} appointments in {year}.",
-        )
-    )
-    sql = (
-        "SELECT d.first_name, d.last_name FROM doctor d JOIN appointment a "
-        "ON a.doctor_id = d.doctor_id WHERE a.status = 'completed' "
-        f"AND strftime('%Y', a.appointment_date) = {quote(year)} "
-        f"GROUP BY d.doctor_id HAVING COUNT(*) > {count}"
-    )
-    return question, sql
-
-
-@_template("hospital", "department_breakdown", "group_by")
-def _hospital_department_breakdown(rng: random.Random, db: _Db) -> tuple[str, str]:
-    year = db.pick(rng, "year")
-    status = rng.choice(("completed", "cancelled", "no-show"))
-    phrase = {"completed": "completed", "cancelled": "cancelled", "no-show": "missed (no-show)"}
-    question = rng.choice(
-        (
-            f"For each department, how many appointments were {phrase[status]} in {year}?",
-            f"Give the number of {phrase[status]} appointments per department in {year}.",
-        )
-    )
-    sql = (
-        "SELECT p.name, COUNT(*) FROM appointment a JOIN doctor d ON a.doctor_id = d.doctor_id "
-        f"JOIN department p ON d.dept_id = p.dept_id WHERE a.status = {quote(status)} "
-        f"AND strftime('%Y', a.appointment_date) = {quote(year)} GROUP BY p.dept_id"
-    )
-    return question, sql
-
-
-@_template("hospital", "patients_of_doctor", "join3")
-def _hospital_patients_of_doctor(rng: random.Random, db: _Db) -> tuple[str, str]:
-    first, last = db.pick(rng, "doctor")
-    month = db.pick(rng, "month")
-    year, number = month.split("-")
-    when = f"{_MONTHS[int(number) - 1]} {year}"
-    question = rng.choice(
-        (
-            f"Which patients had an appointment with Dr. {first} {last} in {when}?",
-            f"List the patients booked with Dr. {first} {last} during {when}.",
-        )
-    )
-    sql = (
-        "SELECT p.first_name, p.last_name FROM patient p "
-        "JOIN appointment a ON a.patient_id = p.patient_id "
-        "JOIN doctor d ON d.doctor_id = a.doctor_id "
-        f"WHERE d.first_name = {quote(first)} AND d.last_name = {quote(last)} "
-        f"AND strftime('%Y-%m', a.appointment_date) = {quote(month)}"
-    )
-    return question, sql
-
-
-@_template("hospital", "top_medications", "top_k")
-def _hospital_top_medications(rng: random.Random, db: _Db) -> tuple[str, str]:
-    dept = db.pick(rng, "dept")
-    k = rng.randint(1, 4)
-    question = (
-        f"Which medication is prescribed most often in {dept}?"
-        if k == 1
-        else f"What are the {k} medications prescribed most often in {dept}?"
-    )
-    sql = (
-        "SELECT m.name FROM medication m JOIN prescription r ON r.medication_id = m.medication_id "
-        "JOIN appointment a ON a.appointment_id = r.appointment_id "
-        "JOIN doctor d ON d.doctor_id = a.doctor_id JOIN department p ON p.dept_id = d.dept_id "
-        f"WHERE p.name = {quote(dept)} GROUP BY m.medication_id "
-        f"ORDER BY COUNT(*) DESC, m.medication_id LIMIT {k}"
-    )
-    return question, sql
-
-
-@_template("hospital", "patients_prescribed", "nested_in")
-def _hospital_patients_prescribed(rng: random.Random, db: _Db) -> tuple[str, str]:
-    medication = db.pick(rng, "medication")
-    city = db.pick(rng, "city")
-    question = rng.choice(
-        (
-            f"Which patients from {city} have been prescribed {medication}?",
-            f"List the patients in {city} who have ever had a prescription for {medication}.",
-        )
-    )
-    sql = (
-        "SELECT first_name, last_name FROM patient "
-        f"WHERE city = {quote(city)} AND patient_id IN (SELECT a.patient_id FROM appointment a "
-        "JOIN prescription r ON r.appointment_id = a.appointment_id "
-        "JOIN medication m ON m.medication_id = r.medication_id "
-        f"WHERE m.name = {quote(medication)})"
-    )
-    return question, sql
-
-
-@_template("hospital", "doctors_above_average", "nested_scalar")
-def _hospital_doctors_above_average(rng: random.Random, db: _Db) -> tuple[str, str]:
-    dept = db.pick(rng, "dept")
-    year = rng.randint(1998, 2022)
-    question = rng.choice(
-        (
-            f"Which {dept} doctors hired before {year} earn more than the average doctor?",
-            f"List the doctors in {dept} hired before {year} whose salary is above the "
-            "hospital-wide average.",
-        )
-    )
-    sql = (
-        "SELECT d.first_name, d.last_name FROM doctor d JOIN department p "
-        f"ON d.dept_id = p.dept_id WHERE p.name = {quote(dept)} "
-        f"AND d.hire_date < '{year}-01-01' AND d.salary > (SELECT AVG(salary) FROM doctor)"
-    )
-    return question, sql
-
-
 _HOSPITAL_PATIENTS_IN_DEPT = (
     "SELECT pa.patient_id, pa.first_name, pa.last_name FROM patient pa "
     "JOIN appointment a ON a.patient_id = pa.patient_id "
     "JOIN doctor d ON d.doctor_id = a.doctor_id "
-    "JOIN department p ON p.dept_id = d.dept_id WHERE pa.city = {} AND p.name = {}"
+    "JOIN department p ON p.dept_id = d.dept_id WHERE pa.city = {city!q} AND p.name = {side!q}"
 )
-
-
 _HOSPITAL_SET_PHRASINGS = {
     "UNION": (
         "Which patients from {city} have visited {first} or {second}?",
@@ -2950,36 +2824,214 @@ _HOSPITAL_SET_PHRASINGS = {
         "List the {city} patients seen in {first} who have never been to {second}.",
     ),
 }
+_APPOINTMENT_STATUS_WORDS = {
+    "completed": "completed", "cancelled": "cancelled", "no-show": "missed (no-show)",
+}  # fmt: skip
 
+_HOSPITAL_TEMPLATES = (
+    _template(
+        "hospital", "patients_by_blood_type", "filter",
+        {
+            "blood": Pick("blood"),
+            "city": Pick("city"),
+            "question": (
+                "Which patients from {city} have blood type {blood}?",
+                "List the first and last names of patients in {city} with {blood} blood.",
+            ),
+            "sql": "SELECT first_name, last_name FROM patient "
+            "WHERE blood_type = {blood!q} AND city = {city!q}",
+        },
+    ),
+    _template(
+        "hospital", "patients_born_between", "filter",
+        {
+            "city": Pick("city"),
+            "first": range(1935, 2016),
+            "span": range(0, 7),
+            "last": lambda s: s["first"] + s["span"],
+        },
+        If(
+            lambda s: s["span"] == 0,
+            {"question": "Which patients from {city} were born in {first}?"},
+            {
+                "question": (
+                    "Which patients from {city} were born between {first} and {last}?",
+                    "List the patients living in {city} born from {first} through {last}.",
+                ),
+            },
+        ),
+        {
+            "sql": "SELECT first_name, last_name FROM patient WHERE city = {city!q} "
+            "AND birth_date BETWEEN '{first}-01-01' AND '{last}-12-31'"
+        },
+    ),
+    _template(
+        "hospital", "patients_name_like", "filter",
+        {
+            "name": Pick("last_name"),
+            "cut": (1, 2, 3),
+            "prefix": lambda s: s["name"][: s["cut"]],
+            "pattern": "{prefix}%",
+            "insurer": Pick("insurer"),
+            "question": (
+                'Which patients insured by {insurer} have a last name starting with "{prefix}"?',
+                'List the {insurer} patients whose last names begin with "{prefix}".',
+            ),
+            "sql": "SELECT first_name, last_name FROM patient "
+            "WHERE insurer = {insurer!q} AND last_name LIKE {pattern!q}",
+        },
+    ),
+    _template(
+        "hospital", "doctor_appointment_count", "aggregate",
+        {
+            ("first", "last"): Pick("doctor"),
+            "year": Pick("year"),
+            "question": (
+                "How many completed appointments did Dr. {first} {last} have in {year}?",
+                "Count Dr. {first} {last}'s completed appointments in {year}.",
+            ),
+            "sql": "SELECT COUNT(*) FROM appointment a JOIN doctor d "
+            "ON a.doctor_id = d.doctor_id WHERE d.first_name = {first!q} "
+            "AND d.last_name = {last!q} AND a.status = 'completed' "
+            "AND strftime('%Y', a.appointment_date) = {year!q}",
+        },
+    ),
+    _template(
+        "hospital", "fee_stats", "aggregate",
+        {
+            ("function", "word"): _AGGREGATES,
+            "dept": Pick("dept"),
+            "year": Pick("year"),
+            "noun": lambda s: "fees collected" if s["function"] == "SUM" else "fee",
+            "question": (
+                "What is the {word} {noun} for completed {dept} appointments in {year}?",
+                "Looking at completed appointments in {dept} during {year}, what was the "
+                "{word} {noun}?",
+            ),
+            "sql": "SELECT {function}(a.fee) FROM appointment a JOIN doctor d "
+            "ON a.doctor_id = d.doctor_id JOIN department p ON d.dept_id = p.dept_id "
+            "WHERE p.name = {dept!q} AND a.status = 'completed' "
+            "AND strftime('%Y', a.appointment_date) = {year!q}",
+        },
+    ),
+    _template(
+        "hospital", "busy_doctors", "group_having",
+        {
+            "count": range(10, 46),
+            "year": Pick("year"),
+            "question": (
+                "Which doctors had more than {count} completed appointments in {year}?",
+                "List the doctors who completed over {count} appointments in {year}.",
+            ),
+            "sql": "SELECT d.first_name, d.last_name FROM doctor d JOIN appointment a "
+            "ON a.doctor_id = d.doctor_id WHERE a.status = 'completed' "
+            "AND strftime('%Y', a.appointment_date) = {year!q} "
+            "GROUP BY d.doctor_id HAVING COUNT(*) > {count}",
+        },
+    ),
+    _template(
+        "hospital", "department_breakdown", "group_by",
+        {
+            "year": Pick("year"),
+            "status": tuple(_APPOINTMENT_STATUS_WORDS),
+            "words": lambda s: _APPOINTMENT_STATUS_WORDS[s["status"]],
+            "question": (
+                "For each department, how many appointments were {words} in {year}?",
+                "Give the number of {words} appointments per department in {year}.",
+            ),
+            "sql": "SELECT p.name, COUNT(*) FROM appointment a "
+            "JOIN doctor d ON a.doctor_id = d.doctor_id "
+            "JOIN department p ON d.dept_id = p.dept_id WHERE a.status = {status!q} "
+            "AND strftime('%Y', a.appointment_date) = {year!q} GROUP BY p.dept_id",
+        },
+    ),
+    _template(
+        "hospital", "patients_of_doctor", "join3",
+        {
+            ("first", "last"): Pick("doctor"),
+            "month": Pick("month"),
+            "question": (
+                "Which patients had an appointment with Dr. {first} {last} in {month:month}?",
+                "List the patients booked with Dr. {first} {last} during {month:month}.",
+            ),
+            "sql": "SELECT p.first_name, p.last_name FROM patient p "
+            "JOIN appointment a ON a.patient_id = p.patient_id "
+            "JOIN doctor d ON d.doctor_id = a.doctor_id "
+            "WHERE d.first_name = {first!q} AND d.last_name = {last!q} "
+            "AND strftime('%Y-%m', a.appointment_date) = {month!q}",
+        },
+    ),
+    _template(
+        "hospital", "top_medications", "top_k",
+        {"dept": Pick("dept"), "k": range(1, 5)},
+        _one_or_many(
+            "Which medication is prescribed most often in {dept}?",
+            "What are the {k} medications prescribed most often in {dept}?",
+        ),
+        {
+            "sql": "SELECT m.name FROM medication m "
+            "JOIN prescription r ON r.medication_id = m.medication_id "
+            "JOIN appointment a ON a.appointment_id = r.appointment_id "
+            "JOIN doctor d ON d.doctor_id = a.doctor_id JOIN department p ON p.dept_id = d.dept_id "
+            "WHERE p.name = {dept!q} GROUP BY m.medication_id "
+            "ORDER BY COUNT(*) DESC, m.medication_id LIMIT {k}"
+        },
+    ),
+    _template(
+        "hospital", "patients_prescribed", "nested_in",
+        {
+            "medication": Pick("medication"),
+            "city": Pick("city"),
+            "question": (
+                "Which patients from {city} have been prescribed {medication}?",
+                "List the patients in {city} who have ever had a prescription for {medication}.",
+            ),
+            "sql": "SELECT first_name, last_name FROM patient WHERE city = {city!q} "
+            "AND patient_id IN (SELECT a.patient_id FROM appointment a "
+            "JOIN prescription r ON r.appointment_id = a.appointment_id "
+            "JOIN medication m ON m.medication_id = r.medication_id "
+            "WHERE m.name = {medication!q})",
+        },
+    ),
+    _template(
+        "hospital", "doctors_above_average", "nested_scalar",
+        {
+            "dept": Pick("dept"),
+            "year": range(1998, 2023),
+            "question": (
+                "Which {dept} doctors hired before {year} earn more than the average doctor?",
+                "List the doctors in {dept} hired before {year} whose salary is above the "
+                "hospital-wide average.",
+            ),
+            "sql": "SELECT d.first_name, d.last_name FROM doctor d JOIN department p "
+            "ON d.dept_id = p.dept_id WHERE p.name = {dept!q} "
+            "AND d.hire_date < '{year}-01-01' AND d.salary > (SELECT AVG(salary) FROM doctor)",
+        },
+    ),
+    _set_operation_in(
+        "hospital", "two_departments", "dept", "city", _HOSPITAL_SET_PHRASINGS,
+        _HOSPITAL_PATIENTS_IN_DEPT, "patient", quota=35,
+    ),
+    _template(
+        "hospital", "distinct_reasons", "distinct",
+        {
+            "city": Pick("city"),
+            "dept": Pick("dept"),
+            "question": (
+                "What different reasons brought patients from {city} to {dept}?",
+                "List the distinct appointment reasons of {city} patients seen in {dept}.",
+            ),
+            "sql": "SELECT DISTINCT a.reason FROM appointment a JOIN patient pa "
+            "ON a.patient_id = pa.patient_id JOIN doctor d ON d.doctor_id = a.doctor_id "
+            "JOIN department p ON p.dept_id = d.dept_id WHERE pa.city = {city!q} "
+            "AND p.name = {dept!q}",
+        },
+    ),
+)  # fmt: skip
 
-@_template("hospital", "two_departments", "set_op", quota=35)
-def _hospital_two_departments(rng: random.Random, db: _Db) -> tuple[str, str]:
-    first, second = rng.sample(db.values("dept"), 2)
-    city = db.pick(rng, "city")
-    operation = rng.choice(_SET_OPERATIONS)
-    return _set_operation(
-        rng, operation, _HOSPITAL_SET_PHRASINGS, _HOSPITAL_PATIENTS_IN_DEPT, first, second,
-        where=(city,), suffix=" Give their patient ids and names.", city=city,
-    )  # fmt: skip
-
-
-@_template("hospital", "distinct_reasons", "distinct")
-def _hospital_distinct_reasons(rng: random.Random, db: _Db) -> tuple[str, str]:
-    city = db.pick(rng, "city")
-    dept = db.pick(rng, "dept")
-    question = rng.choice(
-        (
-            f"What different reasons brought patients from {city} to {dept}?",
-            f"List the distinct appointment reasons of {city} patients seen in {dept}.",
-        )
-    )
-    sql = (
-        "SELECT DISTINCT a.reason FROM appointment a JOIN patient pa "
-        "ON a.patient_id = pa.patient_id JOIN doctor d ON d.doctor_id = a.doctor_id "
-        f"JOIN department p ON p.dept_id = d.dept_id WHERE pa.city = {quote(city)} "
-        f"AND p.name = {quote(dept)}"
-    )
-    return question, sql
+_TEMPLATES = (
+    *_CHINOOK_TEMPLATES, *_UNIVERSITY_TEMPLATES, *_RETAIL_TEMPLATES, *_HOSPITAL_TEMPLATES,
+)  # fmt: skip
 
 
 TEMPLATE_KINDS: dict[str, str] = {template.name: template.kind for template in _TEMPLATES}
