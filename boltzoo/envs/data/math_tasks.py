@@ -32,7 +32,7 @@ import math
 import random
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from boltzoo.envs.data.files import (
@@ -234,7 +234,7 @@ def _cents_only(value: Fraction) -> bool:
 
 @dataclass(frozen=True)
 class _Draft:
-    question: str
+    question: str | tuple[str, ...]  # phrasings: the pool draws one, a template's last draw
     expression: str
     answer: Fraction
 
@@ -253,28 +253,24 @@ def _easy_shopping_change(rng: random.Random) -> _Draft:
         item = rng.choice(_SHOP_ITEMS)
         budget = rng.randint(20, 99)
         price = rng.randint(10, budget)
-        question = rng.choice(
-            (
-                f"{name} has ${budget} and buys {_a(item)} for ${price}. "
-                f"How many dollars does {name} have left?",
-                f"{name} pays for {_a(item)} that costs ${price} with ${budget}. "
-                f"How many dollars of change does {name} get back?",
-                f"{_a(item).capitalize()} costs ${price}. {name} brought ${budget} to the store. "
-                f"How many dollars are left after buying the {item}?",
-            )
+        question = (
+            f"{name} has ${budget} and buys {_a(item)} for ${price}. "
+            f"How many dollars does {name} have left?",
+            f"{name} pays for {_a(item)} that costs ${price} with ${budget}. "
+            f"How many dollars of change does {name} get back?",
+            f"{_a(item).capitalize()} costs ${price}. {name} brought ${budget} to the store. "
+            f"How many dollars are left after buying the {item}?",
         )
         return _Draft(question, f"{budget}-{price}", Fraction(budget - price))
     first, second = rng.sample(_SHOP_ITEMS, 2)
     budget = rng.randint(30, 99)
     first_price = rng.randint(10, budget - 20)
     second_price = rng.randint(10, budget - first_price)
-    question = rng.choice(
-        (
-            f"{name} has ${budget}. {name} buys {_a(first)} for ${first_price} and "
-            f"{_a(second)} for ${second_price}. How many dollars does {name} have left?",
-            f"With ${budget} in a wallet, {name} spends ${first_price} on {_a(first)} and "
-            f"${second_price} on {_a(second)}. How much money, in dollars, is left?",
-        )
+    question = (
+        f"{name} has ${budget}. {name} buys {_a(first)} for ${first_price} and "
+        f"{_a(second)} for ${second_price}. How many dollars does {name} have left?",
+        f"With ${budget} in a wallet, {name} spends ${first_price} on {_a(first)} and "
+        f"${second_price} on {_a(second)}. How much money, in dollars, is left?",
     )
     return _Draft(
         question,
@@ -290,14 +286,12 @@ def _easy_sharing_equally(rng: random.Random) -> _Draft:
         people = rng.randint(10, 49)
         each = rng.randint(2, 99 // people)
         total = people * each
-        question = rng.choice(
-            (
-                f"{name} has {total} {things} and shares them equally among {people} "
-                f"classmates. How many {things} does each classmate get?",
-                f"{total} {things} are packed into bags of {people}. How many bags are filled?",
-                f"A teacher splits {total} {things} evenly between {people} students. "
-                f"How many {things} does each student receive?",
-            )
+        question = (
+            f"{name} has {total} {things} and shares them equally among {people} "
+            f"classmates. How many {things} does each classmate get?",
+            f"{total} {things} are packed into bags of {people}. How many bags are filled?",
+            f"A teacher splits {total} {things} evenly between {people} students. "
+            f"How many {things} does each student receive?",
         )
         return _Draft(question, f"{total}/{people}", Fraction(each))
     # Two operations: pool two amounts first, then share.
@@ -310,13 +304,11 @@ def _easy_sharing_equally(rng: random.Random) -> _Draft:
     first = rng.randint(max(10, total - 99), min(99, total - 10))
     second = total - first
     other = rng.choice([n for n in _NAMES if n != name])
-    question = rng.choice(
-        (
-            f"{name} has {first} {things} and {other} has {second}. They put them together and "
-            f"share them equally among {people} friends. How many {things} does each friend get?",
-            f"A club collects {first} {things} on Monday and {second} on Tuesday. The {things} "
-            f"are split evenly into {people} boxes. How many {things} go in each box?",
-        )
+    question = (
+        f"{name} has {first} {things} and {other} has {second}. They put them together and "
+        f"share them equally among {people} friends. How many {things} does each friend get?",
+        f"A club collects {first} {things} on Monday and {second} on Tuesday. The {things} "
+        f"are split evenly into {people} boxes. How many {things} go in each box?",
     )
     return _Draft(question, f"({first}+{second})/{people}", Fraction(each))
 
@@ -326,23 +318,19 @@ def _easy_collection_growth(rng: random.Random) -> _Draft:
     things = rng.choice(_COLLECTIBLES)
     start, gift = rng.randint(10, 99), rng.randint(10, 99)
     if rng.random() < 0.5:
-        question = rng.choice(
-            (
-                f"{name} has {start} {things}. A friend gives {name} {gift} more. "
-                f"How many {things} does {name} have now?",
-                f"{name} collected {start} {things} last month and {gift} {things} this month. "
-                f"How many {things} has {name} collected in total?",
-            )
+        question = (
+            f"{name} has {start} {things}. A friend gives {name} {gift} more. "
+            f"How many {things} does {name} have now?",
+            f"{name} collected {start} {things} last month and {gift} {things} this month. "
+            f"How many {things} has {name} collected in total?",
         )
         return _Draft(question, f"{start}+{gift}", Fraction(start + gift))
     bought = rng.randint(10, 99)
-    question = rng.choice(
-        (
-            f"{name} has {start} {things}. {name} gets {gift} more as a gift and then buys "
-            f"{bought} more. How many {things} does {name} have now?",
-            f"{name} found {start} {things} on Saturday, {gift} on Sunday and {bought} on "
-            f"Monday. How many {things} did {name} find altogether?",
-        )
+    question = (
+        f"{name} has {start} {things}. {name} gets {gift} more as a gift and then buys "
+        f"{bought} more. How many {things} does {name} have now?",
+        f"{name} found {start} {things} on Saturday, {gift} on Sunday and {bought} on "
+        f"Monday. How many {things} did {name} find altogether?",
     )
     return _Draft(question, f"{start}+{gift}+{bought}", Fraction(start + gift + bought))
 
@@ -354,25 +342,21 @@ def _easy_giving_away(rng: random.Random) -> _Draft:
     if rng.random() < 0.5:
         start = rng.randint(20, 99)
         given = rng.randint(10, start - 10)
-        question = rng.choice(
-            (
-                f"{name} baked {start} {things} and gave {given} of them to {friend}. "
-                f"How many {things} does {name} have left?",
-                f"There were {start} {things} in a basket. {friend} took {given}. "
-                f"How many {things} are still in the basket?",
-            )
+        question = (
+            f"{name} baked {start} {things} and gave {given} of them to {friend}. "
+            f"How many {things} does {name} have left?",
+            f"There were {start} {things} in a basket. {friend} took {given}. "
+            f"How many {things} are still in the basket?",
         )
         return _Draft(question, f"{start}-{given}", Fraction(start - given))
     start = rng.randint(30, 99)
     first = rng.randint(10, start - 20)
     second = rng.randint(10, start - first - 10)  # start - first >= 20, so this is valid
-    question = rng.choice(
-        (
-            f"{name} has {start} {things}. {name} gives {first} to {friend} and {second} to "
-            f"{sibling}. How many {things} does {name} keep?",
-            f"A box holds {start} {things}. {friend} takes {first} and {sibling} takes "
-            f"{second}. How many {things} remain in the box?",
-        )
+    question = (
+        f"{name} has {start} {things}. {name} gives {first} to {friend} and {second} to "
+        f"{sibling}. How many {things} does {name} keep?",
+        f"A box holds {start} {things}. {friend} takes {first} and {sibling} takes "
+        f"{second}. How many {things} remain in the box?",
     )
     return _Draft(question, f"{start}-{first}-{second}", Fraction(start - first - second))
 
@@ -393,11 +377,9 @@ def _easy_production_rate(rng: random.Random) -> _Draft:
     setup, things, unit = rng.choice(_EASY_RATES)
     rate, duration = rng.randint(10, 60), rng.randint(10, 60)
     setup = setup.format(r=rate, name=name)
-    question = rng.choice(
-        (
-            f"{setup} How many {things} is that in {duration} {unit}?",
-            f"{setup} At the same rate, how many {things} are there after {duration} {unit}?",
-        )
+    question = (
+        f"{setup} How many {things} is that in {duration} {unit}?",
+        f"{setup} At the same rate, how many {things} are there after {duration} {unit}?",
     )
     return _Draft(question, f"{rate}*{duration}", Fraction(rate * duration))
 
@@ -408,33 +390,27 @@ def _easy_ages(rng: random.Random) -> _Draft:
     gap = rng.randint(10, 30)
     variant = rng.randrange(3)
     if variant == 0:
-        question = rng.choice(
-            (
-                f"{name} is {age} years old. {other} is {gap} years older than {name}. "
-                f"How old is {other}?",
-                f"{other} was born {gap} years before {name}. If {name} is {age} years old, "
-                f"how old is {other}?",
-            )
+        question = (
+            f"{name} is {age} years old. {other} is {gap} years older than {name}. "
+            f"How old is {other}?",
+            f"{other} was born {gap} years before {name}. If {name} is {age} years old, "
+            f"how old is {other}?",
         )
         return _Draft(question, f"{age}+{gap}", Fraction(age + gap))
     if variant == 1:
         age = rng.randint(max(20, gap + 10), 80)
-        question = rng.choice(
-            (
-                f"{name} is {age} years old and {other} is {gap} years younger. "
-                f"How old is {other}?",
-                f"{other} is {gap} years younger than {name}, who is {age}. What is {other}'s age?",
-            )
+        question = (
+            f"{name} is {age} years old and {other} is {gap} years younger. "
+            f"How old is {other}?",
+            f"{other} is {gap} years younger than {name}, who is {age}. What is {other}'s age?",
         )
         return _Draft(question, f"{age}-{gap}", Fraction(age - gap))
     later = rng.randint(10, 20)
-    question = rng.choice(
-        (
-            f"{name} is {age} years old. {other} is {gap} years older than {name}. "
-            f"How old will {other} be in {later} years?",
-            f"{other} is {gap} years older than {name}, and {name} is {age} now. "
-            f"How old will {other} be {later} years from now?",
-        )
+    question = (
+        f"{name} is {age} years old. {other} is {gap} years older than {name}. "
+        f"How old will {other} be in {later} years?",
+        f"{other} is {gap} years older than {name}, and {name} is {age} now. "
+        f"How old will {other} be {later} years from now?",
     )
     return _Draft(question, f"{age}+{gap}+{later}", Fraction(age + gap + later))
 
@@ -452,13 +428,11 @@ _AREAS = (
 def _easy_rectangle_area(rng: random.Random) -> _Draft:
     thing, unit = rng.choice(_AREAS)
     length, width = rng.randint(10, 60), rng.randint(10, 60)
-    question = rng.choice(
-        (
-            f"{thing} is {length} {unit} long and {width} {unit} wide. What is its area "
-            f"in square {unit}?",
-            f"{thing} measures {length} {unit} by {width} {unit}. How many square {unit} "
-            f"does it cover?",
-        )
+    question = (
+        f"{thing} is {length} {unit} long and {width} {unit} wide. What is its area "
+        f"in square {unit}?",
+        f"{thing} measures {length} {unit} by {width} {unit}. How many square {unit} "
+        f"does it cover?",
     )
     return _Draft(question, f"{length}*{width}", Fraction(length * width))
 
@@ -467,23 +441,19 @@ def _easy_weekly_savings(rng: random.Random) -> _Draft:
     name = rng.choice(_NAMES)
     weekly, weeks = rng.randint(10, 50), rng.randint(10, 52)
     if rng.random() < 0.5:
-        question = rng.choice(
-            (
-                f"{name} saves ${weekly} every week. How many dollars will {name} have saved "
-                f"after {weeks} weeks?",
-                f"Each week {name} puts ${weekly} into a piggy bank. How much money, in dollars, "
-                f"is in the piggy bank after {weeks} weeks?",
-            )
+        question = (
+            f"{name} saves ${weekly} every week. How many dollars will {name} have saved "
+            f"after {weeks} weeks?",
+            f"Each week {name} puts ${weekly} into a piggy bank. How much money, in dollars, "
+            f"is in the piggy bank after {weeks} weeks?",
         )
         return _Draft(question, f"{weekly}*{weeks}", Fraction(weekly * weeks))
     start = rng.randint(10, 99)
-    question = rng.choice(
-        (
-            f"{name} already has ${start} and saves ${weekly} more every week. How many dollars "
-            f"will {name} have after {weeks} weeks?",
-            f"A savings jar holds ${start}. {name} adds ${weekly} to it each week for {weeks} "
-            f"weeks. How many dollars are in the jar then?",
-        )
+    question = (
+        f"{name} already has ${start} and saves ${weekly} more every week. How many dollars "
+        f"will {name} have after {weeks} weeks?",
+        f"A savings jar holds ${start}. {name} adds ${weekly} to it each week for {weeks} "
+        f"weeks. How many dollars are in the jar then?",
     )
     return _Draft(question, f"{start}+{weekly}*{weeks}", Fraction(start + weekly * weeks))
 
@@ -504,13 +474,11 @@ def _easy_compare_difference(rng: random.Random) -> _Draft:
     if rng.random() < 0.5:
         more = rng.randint(20, 99)
         fewer = rng.randint(10, more)
-        question = rng.choice(
-            (
-                f"{name} {verb} {more} {things} and {other} {verb} {fewer} {things}. "
-                f"How many more {things} did {name} get than {other}?",
-                f"{other} {verb} {fewer} {things}, while {name} {verb} {more}. "
-                f"How many fewer {things} did {other} have?",
-            )
+        question = (
+            f"{name} {verb} {more} {things} and {other} {verb} {fewer} {things}. "
+            f"How many more {things} did {name} get than {other}?",
+            f"{other} {verb} {fewer} {things}, while {name} {verb} {more}. "
+            f"How many fewer {things} did {other} have?",
         )
         return _Draft(question, f"{more}-{fewer}", Fraction(more - fewer))
     monday, tuesday = rng.randint(10, 99), rng.randint(10, 99)
@@ -530,13 +498,11 @@ def _easy_bus_passengers(rng: random.Random) -> _Draft:
     start = rng.randint(10, 99)
     off = rng.randint(10, start)
     on = rng.randint(10, 99)
-    question = rng.choice(
-        (
-            f"{vehicle} has {start} {riders}. At the next stop {off} get off and {on} get on. "
-            f"How many {riders} are there now?",
-            f"{vehicle} leaves with {start} {riders} on board. At the first stop, {off} "
-            f"{riders} leave and {on} new ones board. How many {riders} are on board now?",
-        )
+    question = (
+        f"{vehicle} has {start} {riders}. At the next stop {off} get off and {on} get on. "
+        f"How many {riders} are there now?",
+        f"{vehicle} leaves with {start} {riders} on board. At the first stop, {off} "
+        f"{riders} leave and {on} new ones board. How many {riders} are on board now?",
     )
     return _Draft(question, f"{start}-{off}+{on}", Fraction(start - off + on))
 
@@ -558,27 +524,23 @@ def _medium_shopping_change(rng: random.Random) -> _Draft:
     count, price = rng.randint(2, 9), rng.randint(low, high)
     if rng.random() < 0.5:
         bill = _bill_for(rng, count * price, (50, 100, 200, 500))
-        question = rng.choice(
-            (
-                f"{name} buys {count} {items} at ${price} each and pays with a ${bill} bill. "
-                f"How much change, in dollars, does {name} get?",
-                f"{items.capitalize()} cost ${price} each. {name} buys {count} of them and hands "
-                f"over ${bill}. How many dollars of change come back?",
-            )
+        question = (
+            f"{name} buys {count} {items} at ${price} each and pays with a ${bill} bill. "
+            f"How much change, in dollars, does {name} get?",
+            f"{items.capitalize()} cost ${price} each. {name} buys {count} of them and hands "
+            f"over ${bill}. How many dollars of change come back?",
         )
         return _Draft(question, f"{bill}-{count}*{price}", Fraction(bill - count * price))
     extra = rng.choice(_SHOP_ITEMS)
     extra_price = rng.randint(5, 60)
     total = count * price + extra_price
     bill = _bill_for(rng, total, (50, 100, 200, 500))
-    question = rng.choice(
-        (
-            f"{name} buys {count} {items} for ${price} each and {_a(extra)} for ${extra_price}. "
-            f"{name} pays with ${bill}. How much change, in dollars, does {name} receive?",
-            f"At the store, {name} picks {count} {items} costing ${price} each and "
-            f"{_a(extra)} costing ${extra_price}. If {name} pays with a ${bill} bill, how many "
-            f"dollars of change should {name} get?",
-        )
+    question = (
+        f"{name} buys {count} {items} for ${price} each and {_a(extra)} for ${extra_price}. "
+        f"{name} pays with ${bill}. How much change, in dollars, does {name} receive?",
+        f"At the store, {name} picks {count} {items} costing ${price} each and "
+        f"{_a(extra)} costing ${extra_price}. If {name} pays with a ${bill} bill, how many "
+        f"dollars of change should {name} get?",
     )
     return _Draft(question, f"{bill}-({count}*{price}+{extra_price})", Fraction(bill - total))
 
@@ -601,13 +563,11 @@ def _medium_sale_discount(rng: random.Random) -> _Draft:
     percent = rng.choice((10, 20, 25, 30, 40, 50, 75))
     price = _round_price_for(rng, percent, 400)
     if rng.random() < 0.5:
-        question = rng.choice(
-            (
-                f"{_a(item).capitalize()} normally costs ${price}. This week it is {percent}% "
-                f"off. What is the sale price in dollars?",
-                f"{name} wants {_a(item)} priced at ${price}. The shop takes {percent}% off the "
-                f"price. How many dollars does {name} pay?",
-            )
+        question = (
+            f"{_a(item).capitalize()} normally costs ${price}. This week it is {percent}% "
+            f"off. What is the sale price in dollars?",
+            f"{name} wants {_a(item)} priced at ${price}. The shop takes {percent}% off the "
+            f"price. How many dollars does {name} pay?",
         )
         return _Draft(
             question, f"{price}-{price}*{percent}/100", Fraction(price * (100 - percent), 100)
@@ -629,39 +589,44 @@ def _medium_sharing_after_eating(rng: random.Random) -> _Draft:
     if rng.random() < 0.5:
         eaten = rng.randint(2, 60)
         total = friends * each + eaten
-        question = rng.choice(
-            (
-                f"{name} had {total} {things}, kept {eaten} and shared the rest equally among "
-                f"{friends} friends. How many {things} did each friend get?",
-                f"A bag holds {total} {things}. After {eaten} are used, the rest are split evenly "
-                f"into {friends} boxes. How many {things} are in each box?",
-            )
+        question = (
+            f"{name} had {total} {things}, kept {eaten} and shared the rest equally among "
+            f"{friends} friends. How many {things} did each friend get?",
+            f"A bag holds {total} {things}. After {eaten} are used, the rest are split evenly "
+            f"into {friends} boxes. How many {things} are in each box?",
         )
         return _Draft(question, f"({total}-{eaten})/{friends}", Fraction(each))
     bought = rng.randint(2, friends * each - 1)
     start = friends * each - bought
-    question = rng.choice(
-        (
-            f"{name} has {start} {things} and buys {bought} more. {name} then divides all of "
-            f"them equally among {friends} friends. How many {things} does each friend get?",
-            f"A class has {start} {things} and a parent brings {bought} more. The {things} are "
-            f"shared equally by {friends} tables. How many {things} does each table get?",
-        )
+    question = (
+        f"{name} has {start} {things} and buys {bought} more. {name} then divides all of "
+        f"them equally among {friends} friends. How many {things} does each friend get?",
+        f"A class has {start} {things} and a parent brings {bought} more. The {things} are "
+        f"shared equally by {friends} tables. How many {things} does each table get?",
     )
     return _Draft(question, f"({start}+{bought})/{friends}", Fraction(each))
 
 
-_TRAVELLERS = (
-    ("drives", "km", "km per hour", 40, 120),
-    ("cycles", "km", "km per hour", 10, 30),
-    ("rides a train", "miles", "miles per hour", 50, 120),
-    ("sails", "nautical miles", "knots", 10, 30),
-)
+# (verb, distance unit, speed unit, lowest speed, highest speed) by level
+_TRIPS = {
+    "medium": (
+        ("drives", "km", "km per hour", 40, 120),
+        ("cycles", "km", "km per hour", 10, 30),
+        ("rides a train", "miles", "miles per hour", 50, 120),
+        ("sails", "nautical miles", "knots", 10, 30),
+    ),
+    "hard": (
+        ("drives", "kilometres", "km per hour", 40, 120),
+        ("cycles", "kilometres", "km per hour", 10, 30),
+        ("travels by train", "miles", "miles per hour", 50, 150),
+        ("sails", "nautical miles", "knots", 8, 30),
+    ),
+}
 
 
 def _medium_two_leg_trip(rng: random.Random) -> _Draft:
     name = rng.choice(_NAMES)
-    verb, unit, speed_unit, low, high = rng.choice(_TRAVELLERS)
+    verb, unit, speed_unit, low, high = rng.choice(_TRIPS["medium"])
     speeds = [rng.randrange(low, high + 1, 5) for _ in range(2)]
     hours = [rng.randint(2, 6), rng.randint(2, 6)]
     if rng.random() < 0.5:
@@ -715,13 +680,11 @@ def _medium_savings_goal(rng: random.Random) -> _Draft:
     if price > 500:
         weeks = (500 - saved) // weekly
         price = saved + weekly * weeks
-    question = rng.choice(
-        (
-            f"{name} wants {goal} that costs ${price}. {name} has already saved ${saved} and "
-            f"saves ${weekly} each week. How many weeks until {name} has enough?",
-            f"{goal.capitalize()} costs ${price}. {name} has ${saved} and adds ${weekly} every "
-            f"week. After how many weeks will {name} have exactly enough?",
-        )
+    question = (
+        f"{name} wants {goal} that costs ${price}. {name} has already saved ${saved} and "
+        f"saves ${weekly} each week. How many weeks until {name} has enough?",
+        f"{goal.capitalize()} costs ${price}. {name} has ${saved} and adds ${weekly} every "
+        f"week. After how many weeks will {name} have exactly enough?",
     )
     return _Draft(question, f"({price}-{saved})/{weekly}", Fraction(weeks))
 
@@ -743,12 +706,10 @@ def _medium_recipe_scaling(rng: random.Random) -> _Draft:
     needed = per_serving * wanted
     intro = f"A recipe for {servings} servings of {dish} uses {amount} {ingredient}."
     if rng.random() < 0.5:
-        question = rng.choice(
-            (
-                f"{intro} How many {ingredient} are needed for {wanted} servings?",
-                f"{intro} {name} is making {wanted} servings. How many {ingredient} does "
-                f"{name} need?",
-            )
+        question = (
+            f"{intro} How many {ingredient} are needed for {wanted} servings?",
+            f"{intro} {name} is making {wanted} servings. How many {ingredient} does "
+            f"{name} need?",
         )
         return _Draft(question, f"{amount}/{servings}*{wanted}", Fraction(needed))
     have = rng.randint(1, min(needed - 1, 500))  # needed >= 10 (5 grams x 2 servings)
@@ -824,13 +785,11 @@ def _medium_giving_fraction(rng: random.Random) -> _Draft:
     kept = total - total // parts
     given = rng.randint(1, kept)
     word = _FRACTION_WORDS[parts]
-    question = rng.choice(
-        (
-            f"{name} has {total} {things}. {name} gives {word} of them to {friend} and {given} "
-            f"to {sibling}. How many {things} does {name} have left?",
-            f"There are {total} {things} in a jar. {friend} takes {word} of them, then {sibling} "
-            f"takes {given}. How many {things} are left in the jar?",
-        )
+    question = (
+        f"{name} has {total} {things}. {name} gives {word} of them to {friend} and {given} "
+        f"to {sibling}. How many {things} does {name} have left?",
+        f"There are {total} {things} in a jar. {friend} takes {word} of them, then {sibling} "
+        f"takes {given}. How many {things} are left in the jar?",
     )
     return _Draft(question, f"{total}-{total}/{parts}-{given}", Fraction(kept - given))
 
@@ -849,15 +808,13 @@ def _medium_unit_price_comparison(rng: random.Random) -> _Draft:
     cheap_unit = rng.randint(1, 15)
     dear_unit = rng.randint(cheap_unit + 1, 20)
     dear_price, cheap_price = dear_pack * dear_unit, cheap_pack * cheap_unit
-    question = rng.choice(
-        (
-            f"At {dear_store}, a pack of {dear_pack} {plural} costs ${dear_price}. At "
-            f"{cheap_store}, a pack of {cheap_pack} {plural} costs ${cheap_price}. How many "
-            f"dollars more per {single} does {dear_store} charge?",
-            f"{cheap_store.capitalize()} sells {cheap_pack} {plural} for ${cheap_price}, and "
-            f"{dear_store} sells {dear_pack} {plural} for ${dear_price}. How much cheaper, in "
-            f"dollars, is one {single} at {cheap_store}?",
-        )
+    question = (
+        f"At {dear_store}, a pack of {dear_pack} {plural} costs ${dear_price}. At "
+        f"{cheap_store}, a pack of {cheap_pack} {plural} costs ${cheap_price}. How many "
+        f"dollars more per {single} does {dear_store} charge?",
+        f"{cheap_store.capitalize()} sells {cheap_pack} {plural} for ${cheap_price}, and "
+        f"{dear_store} sells {dear_pack} {plural} for ${dear_price}. How much cheaper, in "
+        f"dollars, is one {single} at {cheap_store}?",
     )
     return _Draft(
         question,
@@ -892,15 +849,13 @@ def _hard_discount_and_change(rng: random.Random) -> _Draft:
         )
         return _Draft(question, priced, cost)
     bill = _bill_for(rng, cost, (20, 50, 100, 200, 500))
-    question = rng.choice(
-        (
-            f"{name} buys {count} {items} priced at {_money(price)} each and gets {percent}% off "
-            f"the total. {name} pays with a ${bill} bill. How much change, in dollars, does "
-            f"{name} get?",
-            f"{items.capitalize()} cost {_money(price)} each, and today everything is {percent}% "
-            f"off. {name} buys {count} of them and hands the cashier ${bill}. How many dollars "
-            f"of change should {name} receive?",
-        )
+    question = (
+        f"{name} buys {count} {items} priced at {_money(price)} each and gets {percent}% off "
+        f"the total. {name} pays with a ${bill} bill. How much change, in dollars, does "
+        f"{name} get?",
+        f"{items.capitalize()} cost {_money(price)} each, and today everything is {percent}% "
+        f"off. {name} buys {count} of them and hands the cashier ${bill}. How many dollars "
+        f"of change should {name} receive?",
     )
     return _Draft(question, f"{bill}-{priced}", bill - cost)
 
@@ -916,31 +871,20 @@ def _hard_fraction_sharing(rng: random.Random) -> _Draft:
     given += (-(groups * each + given)) % (parts - 1)
     total = (groups * each + given) * parts // (parts - 1)
     recipients = rng.choice(("cousins", "teammates", "neighbours", "classmates"))
-    question = rng.choice(
-        (
-            f"{name} has {total} {things}. {name} gives {_FRACTION_WORDS[parts]} of them to "
-            f"{friend}, then {given} to {sibling}, and shares the rest equally among {groups} "
-            f"{recipients}. How many {things} does each of the {recipients} get?",
-            f"A box holds {total} {things}. First {friend} takes {_FRACTION_WORDS[parts]} of "
-            f"them. Then {sibling} takes {given}. The remaining {things} are split evenly "
-            f"between {groups} {recipients}. How many does each get?",
-        )
+    question = (
+        f"{name} has {total} {things}. {name} gives {_FRACTION_WORDS[parts]} of them to "
+        f"{friend}, then {given} to {sibling}, and shares the rest equally among {groups} "
+        f"{recipients}. How many {things} does each of the {recipients} get?",
+        f"A box holds {total} {things}. First {friend} takes {_FRACTION_WORDS[parts]} of "
+        f"them. Then {sibling} takes {given}. The remaining {things} are split evenly "
+        f"between {groups} {recipients}. How many does each get?",
     )
     return _Draft(question, f"({total}-{total}/{parts}-{given})/{groups}", Fraction(each))
 
 
-# (verb, speed unit, distance unit, lowest speed, highest speed)
-_JOURNEYS = (
-    ("drives", "km per hour", "kilometres", 40, 120),
-    ("cycles", "km per hour", "kilometres", 10, 30),
-    ("travels by train", "miles per hour", "miles", 50, 150),
-    ("sails", "knots", "nautical miles", 8, 30),
-)
-
-
 def _hard_multi_leg_trip(rng: random.Random) -> _Draft:
     name = rng.choice(_NAMES)
-    verb, speed_unit, unit, low, high = rng.choice(_JOURNEYS)
+    verb, unit, speed_unit, low, high = rng.choice(_TRIPS["hard"])
     first_speed = rng.randint(low, high)
     first_hours = rng.randint(1, 5)
     for _ in range(100):
@@ -959,20 +903,16 @@ def _hard_multi_leg_trip(rng: random.Random) -> _Draft:
     )
     distance = f"{first_speed}*{first_hours}+{second_speed}*{minutes}/60"
     if rng.random() < 0.5:
-        question = rng.choice(
-            (
-                f"{legs} How many {unit} does {name} cover in total?",
-                f"{legs} What is the total distance travelled, in {unit}?",
-            )
+        question = (
+            f"{legs} How many {unit} does {name} cover in total?",
+            f"{legs} What is the total distance travelled, in {unit}?",
         )
         return _Draft(question, distance, travelled)
     trip = math.ceil(travelled) + rng.randint(10, 200)
-    question = rng.choice(
-        (
-            f"{name} sets out on a journey of {trip} {unit}. {legs} How many {unit} of the "
-            f"journey are still left?",
-            f"{legs} The whole route is {trip} {unit} long. How many {unit} remain?",
-        )
+    question = (
+        f"{name} sets out on a journey of {trip} {unit}. {legs} How many {unit} of the "
+        f"journey are still left?",
+        f"{legs} The whole route is {trip} {unit} long. How many {unit} remain?",
     )
     return _Draft(
         question,
@@ -1024,15 +964,13 @@ def _hard_savings_after_spending(rng: random.Random) -> _Draft:
     first, second = rng.sample(_TREATS, 2)
     remaining = Fraction(weekly * weeks * (100 - percent), 100)
     spent = rng.randint(1, max(1, math.floor(remaining)))
-    question = rng.choice(
-        (
-            f"{name} saves ${weekly} every week for {weeks} weeks. Then {name} spends {percent}% "
-            f"of the savings on {first} and ${spent} on {second}. How many dollars does {name} "
-            f"have left?",
-            f"For {weeks} weeks, {name} puts away ${weekly} a week. {name} uses {percent}% of "
-            f"the money for {first} and another ${spent} for {second}. How much money, in "
-            f"dollars, remains?",
-        )
+    question = (
+        f"{name} saves ${weekly} every week for {weeks} weeks. Then {name} spends {percent}% "
+        f"of the savings on {first} and ${spent} on {second}. How many dollars does {name} "
+        f"have left?",
+        f"For {weeks} weeks, {name} puts away ${weekly} a week. {name} uses {percent}% of "
+        f"the money for {first} and another ${spent} for {second}. How much money, in "
+        f"dollars, remains?",
     )
     return _Draft(question, f"{weekly}*{weeks}*(100-{percent})/100-{spent}", remaining - spent)
 
@@ -1055,16 +993,14 @@ def _hard_recipe_cost(rng: random.Random) -> _Draft:
     bags = per_serving * wanted // bag
     price = Fraction(rng.randint(4, 40), 4)
     amount = per_serving * servings
-    question = rng.choice(
-        (
-            f"A recipe for {servings} servings of {dish} uses {amount} grams of {ingredient}. "
-            f"{name} is cooking {wanted} servings. {ingredient.capitalize()} comes in "
-            f"{bag}-gram bags costing {_money(price)} each. How much, in dollars, does {name} "
-            f"spend on {ingredient}?",
-            f"{name} scales a {servings}-serving {dish} recipe, which needs {amount} grams of "
-            f"{ingredient}, up to {wanted} servings. A {bag}-gram bag of {ingredient} costs "
-            f"{_money(price)}. What is the cost of the {ingredient} in dollars?",
-        )
+    question = (
+        f"A recipe for {servings} servings of {dish} uses {amount} grams of {ingredient}. "
+        f"{name} is cooking {wanted} servings. {ingredient.capitalize()} comes in "
+        f"{bag}-gram bags costing {_money(price)} each. How much, in dollars, does {name} "
+        f"spend on {ingredient}?",
+        f"{name} scales a {servings}-serving {dish} recipe, which needs {amount} grams of "
+        f"{ingredient}, up to {wanted} servings. A {bag}-gram bag of {ingredient} costs "
+        f"{_money(price)}. What is the cost of the {ingredient} in dollars?",
     )
     return _Draft(question, f"{amount}/{servings}*{wanted}/{bag}*{_num(price)}", bags * price)
 
@@ -1148,15 +1084,13 @@ def _hard_overtime_pay(rng: random.Random) -> _Draft:
     regular = rng.choice((30, 35, 36, 38, 40))
     if rng.random() < 0.5:
         worked = regular + rng.randint(1, 15)
-        question = rng.choice(
-            (
-                f"{name} earns ${rate} per hour for the first {regular} hours of a week and 1.5 "
-                f"times that rate for every extra hour. Last week {name} worked {worked} hours. "
-                f"How many dollars did {name} earn?",
-                f"A job pays ${rate} an hour up to {regular} hours a week, and overtime is paid "
-                f"at 1.5 times the hourly rate. {name} worked {worked} hours this week. What "
-                f"were {name}'s total earnings in dollars?",
-            )
+        question = (
+            f"{name} earns ${rate} per hour for the first {regular} hours of a week and 1.5 "
+            f"times that rate for every extra hour. Last week {name} worked {worked} hours. "
+            f"How many dollars did {name} earn?",
+            f"A job pays ${rate} an hour up to {regular} hours a week, and overtime is paid "
+            f"at 1.5 times the hourly rate. {name} worked {worked} hours this week. What "
+            f"were {name}'s total earnings in dollars?",
         )
         return _Draft(
             question,
@@ -1165,13 +1099,11 @@ def _hard_overtime_pay(rng: random.Random) -> _Draft:
         )
     hours = rng.randint(10, 45)
     tax = rng.choice((8, 10, 12, 15, 18, 20, 22, 25))
-    question = rng.choice(
-        (
-            f"{name} works {hours} hours at ${rate} per hour. {tax}% of the pay is withheld for "
-            f"taxes. How much, in dollars, does {name} take home?",
-            f"{name}'s job pays ${rate} an hour, and {tax}% of every paycheck goes to taxes. "
-            f"After working {hours} hours, how many dollars does {name} keep?",
-        )
+    question = (
+        f"{name} works {hours} hours at ${rate} per hour. {tax}% of the pay is withheld for "
+        f"taxes. How much, in dollars, does {name} take home?",
+        f"{name}'s job pays ${rate} an hour, and {tax}% of every paycheck goes to taxes. "
+        f"After working {hours} hours, how many dollars does {name} keep?",
     )
     return _Draft(
         question, f"{hours}*{rate}*(100-{tax})/100", Fraction(hours * rate * (100 - tax), 100)
@@ -1258,17 +1190,15 @@ def _hard_bulk_bag_savings(rng: random.Random) -> _Draft:
     cheap_unit = Fraction(rng.randint(4, 40), 4)  # per kg, whole quarters of a dollar
     dear_unit = cheap_unit + Fraction(rng.randint(1, 12), 4)
     cheap_price, dear_price = cheap_unit * cheap_size, dear_unit * dear_size
-    question = rng.choice(
-        (
-            f"At {dear_store}, a {dear_size} kg bag of {product} costs {_money(dear_price)}. At "
-            f"{cheap_store}, a {cheap_size} kg bag costs {_money(cheap_price)}. {name} needs "
-            f"exactly {needed} kg and buys only whole bags from one store. How many dollars does "
-            f"{name} save by shopping at {cheap_store}?",
-            f"{name} needs {needed} kg of {product}. {cheap_store.capitalize()} sells "
-            f"{cheap_size} kg bags for {_money(cheap_price)}; {dear_store} sells {dear_size} kg "
-            f"bags for {_money(dear_price)}. Buying whole bags, how much cheaper, in dollars, is "
-            f"{cheap_store}?",
-        )
+    question = (
+        f"At {dear_store}, a {dear_size} kg bag of {product} costs {_money(dear_price)}. At "
+        f"{cheap_store}, a {cheap_size} kg bag costs {_money(cheap_price)}. {name} needs "
+        f"exactly {needed} kg and buys only whole bags from one store. How many dollars does "
+        f"{name} save by shopping at {cheap_store}?",
+        f"{name} needs {needed} kg of {product}. {cheap_store.capitalize()} sells "
+        f"{cheap_size} kg bags for {_money(cheap_price)}; {dear_store} sells {dear_size} kg "
+        f"bags for {_money(dear_price)}. Buying whole bags, how much cheaper, in dollars, is "
+        f"{cheap_store}?",
     )
     return _Draft(
         question,
@@ -1362,6 +1292,8 @@ def _split_pools(level: str, seed: int) -> dict[str, tuple[MathTask, ...]]:
             break
         template, build = rng.choice(templates)
         draft = build(rng)
+        if not isinstance(draft.question, str):
+            draft = replace(draft, question=rng.choice(draft.question))
         if draft.question in seen:
             continue
         _check_draft(level, template, draft)

@@ -498,38 +498,39 @@ def _literal(value: Any) -> str:
     return quote(value) if isinstance(value, str) else str(value)
 
 
-def _filter_equal(rng: random.Random, s: _Schema, db: sqlite3.Connection) -> tuple[str, str]:
+# A kind draws a (question, SQL) pair: the question is one phrasing, or a tuple of phrasings that
+# _draw_task picks from as the kind's last draw.
+_Drawn = tuple["str | tuple[str, ...]", str]
+
+
+def _filter_equal(rng: random.Random, s: _Schema, db: sqlite3.Connection) -> _Drawn:
     t = rng.choice((s.parent, s.child))
     column = rng.choice([c for c in t.columns if c.text] or list(t.columns))
     value = _value(db, t.entity.table, column.name, rng)
-    question = rng.choice(
-        (
-            f"Which {t.entity.plural} have {column.phrase} {value}?",
-            f"List the {t.entity.plural} whose {column.phrase} is {value}.",
-        )
+    question = (
+        f"Which {t.entity.plural} have {column.phrase} {value}?",
+        f"List the {t.entity.plural} whose {column.phrase} is {value}.",
     )
     sql = f"SELECT {t.label} FROM {t.entity.table} WHERE {column.name} = {_literal(value)}"
     return question, sql
 
 
-def _filter_compare(rng: random.Random, s: _Schema, db: sqlite3.Connection) -> tuple[str, str]:
+def _filter_compare(rng: random.Random, s: _Schema, db: sqlite3.Connection) -> _Drawn:
     t = rng.choice((s.parent, s.child))
     column = rng.choice([c for c in t.columns if c.numeric] or list(t.columns))
     value = _value(db, t.entity.table, column.name, rng)
     above = rng.random() < 0.5
     word, op = ("above", ">") if above else ("below", "<")
-    question = rng.choice(
-        (
-            f"Which {t.entity.plural} have {_a(column.phrase)} {word} {value}?",
-            f"List the {t.entity.plural} with {column.phrase} {'more' if above else 'less'} "
-            f"than {value}.",
-        )
+    question = (
+        f"Which {t.entity.plural} have {_a(column.phrase)} {word} {value}?",
+        f"List the {t.entity.plural} with {column.phrase} {'more' if above else 'less'} "
+        f"than {value}.",
     )
     sql = f"SELECT {t.label} FROM {t.entity.table} WHERE {column.name} {op} {_literal(value)}"
     return question, sql
 
 
-def _filter_between(rng: random.Random, s: _Schema, db: sqlite3.Connection) -> tuple[str, str]:
+def _filter_between(rng: random.Random, s: _Schema, db: sqlite3.Connection) -> _Drawn:
     t = rng.choice((s.parent, s.child))
     column = rng.choice([c for c in t.columns if c.sql_type == "INTEGER"] or list(t.columns))
     low = _value(db, t.entity.table, column.name, rng)
@@ -543,7 +544,7 @@ def _filter_between(rng: random.Random, s: _Schema, db: sqlite3.Connection) -> t
     return question, sql
 
 
-def _count_where(rng: random.Random, s: _Schema, db: sqlite3.Connection) -> tuple[str, str]:
+def _count_where(rng: random.Random, s: _Schema, db: sqlite3.Connection) -> _Drawn:
     t = rng.choice((s.parent, s.child))
     column = rng.choice([c for c in t.columns if c.text] or list(t.columns))
     value = _value(db, t.entity.table, column.name, rng)
@@ -552,7 +553,7 @@ def _count_where(rng: random.Random, s: _Schema, db: sqlite3.Connection) -> tupl
     return question, sql
 
 
-def _aggregate(rng: random.Random, s: _Schema, db: sqlite3.Connection) -> tuple[str, str]:
+def _aggregate(rng: random.Random, s: _Schema, db: sqlite3.Connection) -> _Drawn:
     t = rng.choice((s.parent, s.child))
     numeric = [c for c in t.columns if c.numeric]
     column = rng.choice(numeric or list(t.columns))
@@ -563,20 +564,18 @@ def _aggregate(rng: random.Random, s: _Schema, db: sqlite3.Connection) -> tuple[
     return question, f"SELECT {function}({column.name}) FROM {t.entity.table}"
 
 
-def _group_count(rng: random.Random, s: _Schema, db: sqlite3.Connection) -> tuple[str, str]:
+def _group_count(rng: random.Random, s: _Schema, db: sqlite3.Connection) -> _Drawn:
     t = rng.choice((s.parent, s.child))
     column = rng.choice([c for c in t.columns if c.text] or list(t.columns))
-    question = rng.choice(
-        (
-            f"How many {t.entity.plural} are there for each {column.phrase}?",
-            f"Count the {t.entity.plural} per {column.phrase}.",
-        )
+    question = (
+        f"How many {t.entity.plural} are there for each {column.phrase}?",
+        f"Count the {t.entity.plural} per {column.phrase}.",
     )
     sql = f"SELECT {column.name}, COUNT(*) FROM {t.entity.table} GROUP BY {column.name}"
     return question, sql
 
 
-def _top_k(rng: random.Random, s: _Schema, db: sqlite3.Connection) -> tuple[str, str]:
+def _top_k(rng: random.Random, s: _Schema, db: sqlite3.Connection) -> _Drawn:
     t = rng.choice((s.parent, s.child))
     column = rng.choice([c for c in t.columns if c.numeric] or list(t.columns))
     k = rng.randint(2, 5)
@@ -591,17 +590,15 @@ def _top_k(rng: random.Random, s: _Schema, db: sqlite3.Connection) -> tuple[str,
     return question, sql
 
 
-def _join(rng: random.Random, s: _Schema, db: sqlite3.Connection) -> tuple[str, str]:
+def _join(rng: random.Random, s: _Schema, db: sqlite3.Connection) -> _Drawn:
     parent, child = s.parent, s.child
     column = rng.choice(list(parent.entity.label) + list(parent.columns))
     value = _value(db, parent.entity.table, column.name, rng)
-    question = rng.choice(
-        (
-            f"List the {child.entity.plural} of the {parent.entity.plural} whose "
-            f"{column.phrase} is {value}.",
-            f"Which {child.entity.plural} belong to {parent.entity.plural} with "
-            f"{column.phrase} {value}?",
-        )
+    question = (
+        f"List the {child.entity.plural} of the {parent.entity.plural} whose "
+        f"{column.phrase} is {value}.",
+        f"Which {child.entity.plural} belong to {parent.entity.plural} with "
+        f"{column.phrase} {value}?",
     )
     labels = child.aliased_label("c")
     sql = (
@@ -629,7 +626,7 @@ def _condition(column: Column, value: Any) -> tuple[str, str]:
     return f"{column.phrase} {value}", f"{column.name} = {_literal(value)}"
 
 
-def _filter_two(rng: random.Random, s: _Schema, db: sqlite3.Connection) -> tuple[str, str] | None:
+def _filter_two(rng: random.Random, s: _Schema, db: sqlite3.Connection) -> _Drawn | None:
     t = rng.choice((s.parent, s.child))
     words = [c for c in t.columns if c.text]
     if not words or len(t.columns) < 2:
@@ -646,28 +643,24 @@ def _filter_two(rng: random.Random, s: _Schema, db: sqlite3.Connection) -> tuple
         second_sql = f"{second.name} {'>' if above else '<'} {bound}"
     else:
         second_words, second_sql = _condition(second, row[second.name])
-    question = rng.choice(
-        (
-            f"Which {t.entity.plural} with {first_words} have {second_words}?",
-            f"List the {t.entity.plural} that have {second_words} and {first_words}.",
-        )
+    question = (
+        f"Which {t.entity.plural} with {first_words} have {second_words}?",
+        f"List the {t.entity.plural} that have {second_words} and {first_words}.",
     )
     # the equality on a copied value goes last (tests read the literal after the last " = ")
     sql = f"SELECT {t.label} FROM {t.entity.table} WHERE {second_sql} AND {first_sql}"
     return question, sql
 
 
-def _filter_prefix(rng: random.Random, s: _Schema, db: sqlite3.Connection) -> tuple[str, str]:
+def _filter_prefix(rng: random.Random, s: _Schema, db: sqlite3.Connection) -> _Drawn:
     t = rng.choice((s.parent, s.child))
     column = rng.choice([c for c in (*t.entity.label, *t.columns) if c.text])
     row = _row(db, t.entity.table, rng)
     word = str(row[column.name]).split()[0]
     prefix = word[: rng.randint(1, min(3, len(word)))]
-    question = rng.choice(
-        (
-            f'Which {t.entity.plural} have {_a(column.phrase)} starting with "{prefix}"?',
-            f'List the {t.entity.plural} whose {column.phrase} begins with "{prefix}".',
-        )
+    question = (
+        f'Which {t.entity.plural} have {_a(column.phrase)} starting with "{prefix}"?',
+        f'List the {t.entity.plural} whose {column.phrase} begins with "{prefix}".',
     )
     return (
         question,
@@ -688,7 +681,7 @@ def _years(
 
 def _filter_year_range(
     rng: random.Random, s: _Schema, db: sqlite3.Connection
-) -> tuple[str, str] | None:
+) -> _Drawn | None:
     found = _years(rng, s, db)
     if found is None:
         return None
@@ -710,17 +703,15 @@ def _filter_year_range(
     return question, f"SELECT {t.label} FROM {t.entity.table} WHERE {sql}"
 
 
-def _count_year(rng: random.Random, s: _Schema, db: sqlite3.Connection) -> tuple[str, str] | None:
+def _count_year(rng: random.Random, s: _Schema, db: sqlite3.Connection) -> _Drawn | None:
     found = _years(rng, s, db)
     if found is None:
         return None
     t, column, row = found
     year = row[column.name][:4]
-    question = rng.choice(
-        (
-            f"How many {t.entity.plural} were {column.phrase} in {year}?",
-            f"Count the {t.entity.plural} {column.phrase} in {year}.",
-        )
+    question = (
+        f"How many {t.entity.plural} were {column.phrase} in {year}?",
+        f"Count the {t.entity.plural} {column.phrase} in {year}.",
     )
     sql = (
         f"SELECT COUNT(*) FROM {t.entity.table} WHERE strftime('%Y', {column.name}) = {quote(year)}"
@@ -735,14 +726,12 @@ def _named_row(t: _Table, row: dict[str, Any], alias: str) -> tuple[str, str]:
     return name, " AND ".join(f"{alias}.{c.name} = {_literal(row[c.name])}" for c in labels)
 
 
-def _count_join(rng: random.Random, s: _Schema, db: sqlite3.Connection) -> tuple[str, str]:
+def _count_join(rng: random.Random, s: _Schema, db: sqlite3.Connection) -> _Drawn:
     parent, child = s.parent, s.child
     name, condition = _named_row(parent, _row(db, parent.entity.table, rng), "p")
-    question = rng.choice(
-        (
-            f"How many {child.entity.plural} belong to the {parent.entity.table} {name}?",
-            f"Count the {child.entity.plural} of the {parent.entity.table} {name}.",
-        )
+    question = (
+        f"How many {child.entity.plural} belong to the {parent.entity.table} {name}?",
+        f"Count the {child.entity.plural} of the {parent.entity.table} {name}.",
     )
     sql = (
         f"SELECT COUNT(*) FROM {child.entity.table} c JOIN {parent.entity.table} p "
@@ -751,17 +740,15 @@ def _count_join(rng: random.Random, s: _Schema, db: sqlite3.Connection) -> tuple
     return question, sql
 
 
-def _group_having(rng: random.Random, s: _Schema, db: sqlite3.Connection) -> tuple[str, str]:
+def _group_having(rng: random.Random, s: _Schema, db: sqlite3.Connection) -> _Drawn:
     parent, child = s.parent, s.child
     counts = [
         n for (n,) in db.execute(f"SELECT COUNT(*) FROM {child.entity.table} GROUP BY {parent.key}")
     ]
     more = rng.choice(counts) - 1
-    question = rng.choice(
-        (
-            f"Which {parent.entity.plural} have more than {more} {child.entity.plural}?",
-            f"List the {parent.entity.plural} with over {more} {child.entity.plural}.",
-        )
+    question = (
+        f"Which {parent.entity.plural} have more than {more} {child.entity.plural}?",
+        f"List the {parent.entity.plural} with over {more} {child.entity.plural}.",
     )
     labels = parent.aliased_label("p")
     sql = (
@@ -847,18 +834,16 @@ def _person_condition(rng: random.Random, s: _Star, row: dict[str, Any]) -> tupl
     return words, f"pe.{column.name} = {quote(value)}"
 
 
-def _star_count(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple[str, str]:
+def _star_count(rng: random.Random, s: _Star, db: sqlite3.Connection) -> _Drawn:
     found = _event(rng, s, db)
     staff = s.staff.entity
     name, named = _named_row(s.staff, found.staff, "st")
     status, year = found.event[found.status.name], found.event[found.when.name][:4]
-    question = rng.choice(
-        (
-            f"How many {status} {s.event.entity.plural} did the {staff.table} {name} have "
-            f"in {year}?",
-            f"Count the {s.event.entity.plural} of {staff.table} {name} with status {status} "
-            f"in {year}.",
-        )
+    question = (
+        f"How many {status} {s.event.entity.plural} did the {staff.table} {name} have "
+        f"in {year}?",
+        f"Count the {s.event.entity.plural} of {staff.table} {name} with status {status} "
+        f"in {year}.",
     )
     sql = (
         f"SELECT COUNT(*) {_joins(s, 'staff')} WHERE e.status = {quote(status)} AND "
@@ -867,7 +852,7 @@ def _star_count(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple[s
     return question, sql
 
 
-def _star_aggregate(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple[str, str]:
+def _star_aggregate(rng: random.Random, s: _Star, db: sqlite3.Connection) -> _Drawn:
     found = _event(rng, s, db)
     name, named = _named_row(s.unit, found.unit, "u")
     status, year = found.event[found.status.name], found.event[found.when.name][:4]
@@ -885,34 +870,30 @@ def _star_aggregate(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tup
     return question, sql
 
 
-def _star_having(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple[str, str]:
+def _star_having(rng: random.Random, s: _Star, db: sqlite3.Connection) -> _Drawn:
     found = _event(rng, s, db)
     year = found.event[found.when.name][:4]
     staff = s.staff
     grouped = f"{_joins(s, 'staff')} WHERE {_year_sql(found.when, year)} GROUP BY st.{staff.key}"
     more = rng.choice([n for (n,) in db.execute(f"SELECT COUNT(*) {grouped}")]) - 1
-    question = rng.choice(
-        (
-            f"Which {staff.entity.plural} had more than {more} {s.event.entity.plural} "
-            f"{found.when.phrase} in {year}?",
-            f"List the {staff.entity.plural} with over {more} {s.event.entity.plural} in {year}.",
-        )
+    question = (
+        f"Which {staff.entity.plural} had more than {more} {s.event.entity.plural} "
+        f"{found.when.phrase} in {year}?",
+        f"List the {staff.entity.plural} with over {more} {s.event.entity.plural} in {year}.",
     )
     labels = staff.aliased_label("st")
     return question, f"SELECT {labels} {grouped} HAVING COUNT(*) > {more}"
 
 
-def _star_breakdown(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple[str, str]:
+def _star_breakdown(rng: random.Random, s: _Star, db: sqlite3.Connection) -> _Drawn:
     found = _event(rng, s, db)
     status, year = found.event[found.status.name], found.event[found.when.name][:4]
     unit = s.unit
-    question = rng.choice(
-        (
-            f"How many {status} {s.event.entity.plural} did each {unit.entity.table} have "
-            f"in {year}?",
-            f"Give the number of {s.event.entity.plural} with status {status} per "
-            f"{unit.entity.table} in {year}.",
-        )
+    question = (
+        f"How many {status} {s.event.entity.plural} did each {unit.entity.table} have "
+        f"in {year}?",
+        f"Give the number of {s.event.entity.plural} with status {status} per "
+        f"{unit.entity.table} in {year}.",
     )
     labels = unit.aliased_label("u")
     sql = (
@@ -922,18 +903,16 @@ def _star_breakdown(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tup
     return question, sql
 
 
-def _star_bridge(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple[str, str]:
+def _star_bridge(rng: random.Random, s: _Star, db: sqlite3.Connection) -> _Drawn:
     found = _event(rng, s, db)
     name, named = _named_row(s.staff, found.staff, "st")
     day = found.event[found.when.name]
     month = _month(day)
-    question = rng.choice(
-        (
-            f"Which {s.person.entity.plural} had {_a(s.event.entity.table)} with the "
-            f"{s.staff.entity.table} {name} in {month}?",
-            f"List the {s.person.entity.plural} whose {s.event.entity.plural} in {month} were "
-            f"with {s.staff.entity.table} {name}.",
-        )
+    question = (
+        f"Which {s.person.entity.plural} had {_a(s.event.entity.table)} with the "
+        f"{s.staff.entity.table} {name} in {month}?",
+        f"List the {s.person.entity.plural} whose {s.event.entity.plural} in {month} were "
+        f"with {s.staff.entity.table} {name}.",
     )
     labels = s.person.aliased_label("pe")
     sql = (
@@ -943,18 +922,16 @@ def _star_bridge(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple[
     return question, sql
 
 
-def _star_distinct(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple[str, str]:
+def _star_distinct(rng: random.Random, s: _Star, db: sqlite3.Connection) -> _Drawn:
     found = _event(rng, s, db)
     name, named = _named_row(s.unit, found.unit, "u")
     words, condition = _person_condition(rng, s, found.person)
     detail = found.detail
-    question = rng.choice(
-        (
-            f"List the distinct {detail.phrase} values of {s.event.entity.plural} of "
-            f"{s.person.entity.plural} {words} at the {s.unit.entity.table} {name}.",
-            f"What different {detail.phrase} values do {s.event.entity.plural} at the "
-            f"{s.unit.entity.table} {name} have for {s.person.entity.plural} {words}?",
-        )
+    question = (
+        f"List the distinct {detail.phrase} values of {s.event.entity.plural} of "
+        f"{s.person.entity.plural} {words} at the {s.unit.entity.table} {name}.",
+        f"What different {detail.phrase} values do {s.event.entity.plural} at the "
+        f"{s.unit.entity.table} {name} have for {s.person.entity.plural} {words}?",
     )
     sql = (
         f"SELECT DISTINCT e.{detail.name} {_joins(s, 'unit', 'person')} WHERE {condition} "
@@ -963,18 +940,16 @@ def _star_distinct(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tupl
     return question, sql
 
 
-def _star_person_filter(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple[str, str]:
+def _star_person_filter(rng: random.Random, s: _Star, db: sqlite3.Connection) -> _Drawn:
     """A person filter said as people say it ("customers from Oslo"), with a second condition."""
     person = s.person
     row = _row(db, person.entity.table, rng)
     words, condition = _person_condition(rng, s, row)
     last = next(c for c in person.entity.label if c.name == "last_name")
     prefix = row[last.name][: rng.randint(1, 3)]
-    question = rng.choice(
-        (
-            f'Which {person.entity.plural} {words} have a last name starting with "{prefix}"?',
-            f'List the {person.entity.plural} {words} whose last names begin with "{prefix}".',
-        )
+    question = (
+        f'Which {person.entity.plural} {words} have a last name starting with "{prefix}"?',
+        f'List the {person.entity.plural} {words} whose last names begin with "{prefix}".',
     )
     labels = ", ".join(c.name for c in person.entity.label)
     sql = (
@@ -991,7 +966,7 @@ def _star_person_filter(rng: random.Random, s: _Star, db: sqlite3.Connection) ->
 # largest or most common row.
 
 
-def _star_having_status(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple[str, str]:
+def _star_having_status(rng: random.Random, s: _Star, db: sqlite3.Connection) -> _Drawn:
     found = _event(rng, s, db)
     status, year = found.event[found.status.name], found.event[found.when.name][:4]
     staff, events = s.staff, s.event.entity.plural
@@ -1000,28 +975,24 @@ def _star_having_status(rng: random.Random, s: _Star, db: sqlite3.Connection) ->
         f"GROUP BY st.{staff.key}"
     )
     more = rng.choice([n for (n,) in db.execute(f"SELECT COUNT(*) {grouped}")]) - 1
-    question = rng.choice(
-        (
-            f"Which {staff.entity.plural} had more than {more} {status} {events} in {year}?",
-            f"List the {staff.entity.plural} with over {more} {events} of status {status} "
-            f"in {year}.",
-        )
+    question = (
+        f"Which {staff.entity.plural} had more than {more} {status} {events} in {year}?",
+        f"List the {staff.entity.plural} with over {more} {events} of status {status} "
+        f"in {year}.",
     )
     return question, f"SELECT {staff.aliased_label('st')} {grouped} HAVING COUNT(*) > {more}"
 
 
-def _star_never(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple[str, str]:
+def _star_never(rng: random.Random, s: _Star, db: sqlite3.Connection) -> _Drawn:
     """People with no event in a year: NOT IN a subquery."""
     found = _event(rng, s, db)
     person, event, when = s.person, s.event.entity, found.when.name
     words, condition = _person_condition(rng, s, found.person)
     years = [y for (y,) in db.execute(f"SELECT DISTINCT strftime('%Y', {when}) FROM {event.table}")]
     year = rng.choice(sorted(years))
-    question = rng.choice(
-        (
-            f"Which {person.entity.plural} {words} never had {_a(event.table)} in {year}?",
-            f"List the {person.entity.plural} {words} who had no {event.plural} in {year}.",
-        )
+    question = (
+        f"Which {person.entity.plural} {words} never had {_a(event.table)} in {year}?",
+        f"List the {person.entity.plural} {words} who had no {event.plural} in {year}.",
     )
     sql = (
         f"SELECT {person.label} FROM {person.entity.table} WHERE "
@@ -1031,19 +1002,17 @@ def _star_never(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple[s
     return question, sql
 
 
-def _star_idle_staff(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple[str, str]:
+def _star_idle_staff(rng: random.Random, s: _Star, db: sqlite3.Connection) -> _Drawn:
     """Staff of a unit with no event in a month: a join, then NOT IN a subquery."""
     found = _event(rng, s, db)
     staff, unit, event = s.staff, s.unit, s.event.entity
     name, named = _named_row(unit, found.unit, "u")
     day = found.event[found.when.name]
-    question = rng.choice(
-        (
-            f"Which {staff.entity.plural} of the {unit.entity.table} {name} had no "
-            f"{event.plural} in {_month(day)}?",
-            f"List the {staff.entity.plural} at the {unit.entity.table} {name} without any "
-            f"{event.plural} in {_month(day)}.",
-        )
+    question = (
+        f"Which {staff.entity.plural} of the {unit.entity.table} {name} had no "
+        f"{event.plural} in {_month(day)}?",
+        f"List the {staff.entity.plural} at the {unit.entity.table} {name} without any "
+        f"{event.plural} in {_month(day)}.",
     )
     sql = (
         f"SELECT {staff.aliased_label('st')} FROM {staff.entity.table} st JOIN "
@@ -1055,19 +1024,17 @@ def _star_idle_staff(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tu
     return question, sql
 
 
-def _star_in_chain(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple[str, str]:
+def _star_in_chain(rng: random.Random, s: _Star, db: sqlite3.Connection) -> _Drawn:
     """People with an event at a unit: IN a subquery that joins events to staff to units."""
     found = _event(rng, s, db)
     person, unit, event = s.person, s.unit, s.event.entity
     words, condition = _person_condition(rng, s, found.person)
     name, named = _named_row(unit, found.unit, "u")
-    question = rng.choice(
-        (
-            f"List the {person.entity.plural} {words} who have ever had {_a(event.table)} at "
-            f"the {unit.entity.table} {name}.",
-            f"Which {person.entity.plural} {words} have had {event.plural} at the "
-            f"{unit.entity.table} {name}?",
-        )
+    question = (
+        f"List the {person.entity.plural} {words} who have ever had {_a(event.table)} at "
+        f"the {unit.entity.table} {name}.",
+        f"Which {person.entity.plural} {words} have had {event.plural} at the "
+        f"{unit.entity.table} {name}?",
     )
     sql = (
         f"SELECT {person.label} FROM {person.entity.table} WHERE "
@@ -1077,7 +1044,7 @@ def _star_in_chain(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tupl
     return question, sql
 
 
-def _star_both(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple[str, str] | None:
+def _star_both(rng: random.Random, s: _Star, db: sqlite3.Connection) -> _Drawn | None:
     """People with events at two named units: INTERSECT of two four-table joins."""
     found = _event(rng, s, db)
     person, unit, event = s.person, s.unit, s.event.entity
@@ -1107,7 +1074,7 @@ def _star_both(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple[st
 
 def _star_above_average(
     rng: random.Random, s: _Star, db: sqlite3.Connection
-) -> tuple[str, str] | None:
+) -> _Drawn | None:
     """Staff of a unit paid above the average of all staff: a scalar subquery in WHERE."""
     staff, unit = s.staff, s.unit
     value = next((c for c in staff.columns if c.sql_type == "REAL"), None)
@@ -1135,7 +1102,7 @@ def _star_above_average(
 
 def _star_units_above_average(
     rng: random.Random, s: _Star, db: sqlite3.Connection
-) -> tuple[str, str]:
+) -> _Drawn:
     """Units whose events average above all events: a scalar subquery in HAVING."""
     found = _event(rng, s, db)
     unit, event, amount = s.unit, s.event.entity, found.amount
@@ -1159,7 +1126,7 @@ def _star_units_above_average(
     return question, sql
 
 
-def _star_having_average(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple[str, str]:
+def _star_having_average(rng: random.Random, s: _Star, db: sqlite3.Connection) -> _Drawn:
     """Units whose events of a status average more than a bound: HAVING AVG over a join."""
     found = _event(rng, s, db)
     unit, event, amount = s.unit, s.event.entity, found.amount
@@ -1174,7 +1141,7 @@ def _star_having_average(rng: random.Random, s: _Star, db: sqlite3.Connection) -
     return question, sql
 
 
-def _star_by_detail(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple[str, str]:
+def _star_by_detail(rng: random.Random, s: _Star, db: sqlite3.Connection) -> _Drawn:
     """A total per detail value for the people of a condition in a year."""
     found = _event(rng, s, db)
     words, condition = _person_condition(rng, s, found.person)
@@ -1190,7 +1157,7 @@ def _star_by_detail(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tup
     return question, sql
 
 
-def _star_count_distinct(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple[str, str]:
+def _star_count_distinct(rng: random.Random, s: _Star, db: sqlite3.Connection) -> _Drawn:
     found = _event(rng, s, db)
     words, condition = _person_condition(rng, s, found.person)
     year = found.event[found.when.name][:4]
@@ -1205,7 +1172,7 @@ def _star_count_distinct(rng: random.Random, s: _Star, db: sqlite3.Connection) -
     return question, sql
 
 
-def _star_best_month(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple[str, str]:
+def _star_best_month(rng: random.Random, s: _Star, db: sqlite3.Connection) -> _Drawn:
     found = _event(rng, s, db)
     event, when, amount = s.event.entity, found.when.name, found.amount
     year = found.event[when][:4]
@@ -1221,7 +1188,7 @@ def _star_best_month(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tu
     return question, sql
 
 
-def _star_largest(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple[str, str]:
+def _star_largest(rng: random.Random, s: _Star, db: sqlite3.Connection) -> _Drawn:
     found = _event(rng, s, db)
     event, person = s.event, s.person.entity
     name, named = _named_row(s.person, found.person, "pe")
@@ -1236,7 +1203,7 @@ def _star_largest(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple
     return question, sql
 
 
-def _star_most_common(rng: random.Random, s: _Star, db: sqlite3.Connection) -> tuple[str, str]:
+def _star_most_common(rng: random.Random, s: _Star, db: sqlite3.Connection) -> _Drawn:
     found = _event(rng, s, db)
     unit, detail = s.unit, found.detail
     name, named = _named_row(unit, found.unit, "u")
@@ -1252,7 +1219,7 @@ def _star_most_common(rng: random.Random, s: _Star, db: sqlite3.Connection) -> t
 
 
 # a kind returns None where this schema has no column it needs (no date column)
-_Kind = Callable[[random.Random, _Schema, sqlite3.Connection], "tuple[str, str] | None"]
+_Kind = Callable[[random.Random, _Schema, sqlite3.Connection], "_Drawn | None"]
 _TEMPLATES: dict[str, _Kind] = {
     "filter_equal": _filter_equal,
     "filter_compare": _filter_compare,
@@ -1270,7 +1237,7 @@ _TEMPLATES: dict[str, _Kind] = {
     "group_having": _group_having,
 }
 TEMPLATE_KINDS: tuple[str, ...] = tuple(_TEMPLATES)
-_StarKind = Callable[[random.Random, _Star, sqlite3.Connection], "tuple[str, str] | None"]
+_StarKind = Callable[[random.Random, _Star, sqlite3.Connection], "_Drawn | None"]
 _STAR_TEMPLATES: dict[str, _StarKind] = {
     "star_count": _star_count,
     "star_aggregate": _star_aggregate,
@@ -1304,12 +1271,18 @@ def _draw_task(
     kind: str, rng: random.Random, schema: _Schema | _Star, db: sqlite3.Connection
 ) -> tuple[str, str] | None:
     if kind in _STAR_TEMPLATES:
-        return _STAR_TEMPLATES[kind](rng, schema, db)
-    if kind in _EXTENDED_TEMPLATES:
-        return _EXTENDED_TEMPLATES[kind](rng, schema, db)
-    if isinstance(schema, _Star):  # a two-table kind on one parent/child pair of the four
-        schema = rng.choice(schema.pairs)
-    return _TEMPLATES[kind](rng, schema, db)
+        drawn = _STAR_TEMPLATES[kind](rng, schema, db)
+    elif kind in _EXTENDED_TEMPLATES:
+        drawn = _EXTENDED_TEMPLATES[kind](rng, schema, db)
+    else:
+        if isinstance(schema, _Star):  # a two-table kind on one parent/child pair of the four
+            schema = rng.choice(schema.pairs)
+        drawn = _TEMPLATES[kind](rng, schema, db)
+    if drawn is None:
+        return None
+    question, sql = drawn
+    # a kind gives its phrasings and draws one last: the question is a kind's last draw
+    return (question if isinstance(question, str) else rng.choice(question)), sql
 
 
 def _draw_kinds(
