@@ -61,6 +61,10 @@ text, or None).
   read from ``path``: all of a file's rows, in file order. ``path`` is one file, the
   ``"train"`` split only, or ``{"train": FILE, "test": FILE}``: asking for a split it does not
   name is an error, never the training file.
+* ``tasks``: your own problems instead of a data set: rows ``{"question", "answer"}`` (optional
+  ``id`` and ``expression``, a calculator expression giving the answer exactly, which the
+  oracle's demonstrations use) as a list, a JSONL or JSON-list file, or
+  ``{"train": ..., "test": ...}``; one file or list is the ``"train"`` split only, as ``path``.
 * ``data_seed``: the generator's seed (default 0): another seed, other problems.
 * ``agents``, ``max_turns`` (default 6), ``tool_reward``, ``tool_reward_on_success``,
   ``format_reward``, ``render_mode``
@@ -104,7 +108,7 @@ from boltzoo.envs.base import (
     string_parameters,
 )
 from boltzoo.envs.data.files import split_source
-from boltzoo.envs.data.loaders import load_calcx, load_gsm8k
+from boltzoo.envs.data.loaders import load_calcx, load_gsm8k, math_rows
 from boltzoo.envs.data.math_tasks import MathTask, generate_tasks
 from boltzoo.envs.protocol import parse_verdict
 from boltzoo.envs.tools.calculator import CalcResult, evaluate, find_calls
@@ -165,6 +169,7 @@ class raw_env(LLMTurnEnv):
         split: str | None = None,
         dataset: str = "generated",
         path: str | os.PathLike | dict[str, str | os.PathLike] | None = None,
+        tasks: Any = None,
         data_seed: int = 0,
         agents: Sequence[str] = (SOLVER,),
         max_turns: int = 6,
@@ -196,7 +201,7 @@ class raw_env(LLMTurnEnv):
         )
         self.format_reward = float(format_reward)
         self.lenient_answer = bool(lenient_answer)
-        self.tasks: list[MathTask] = load_math_tasks(dataset, level, split, path, data_seed)
+        self.tasks: list[MathTask] = load_math_tasks(dataset, level, split, path, data_seed, tasks)
 
     # --- episode state ---------------------------------------------------------------------
 
@@ -333,9 +338,13 @@ class raw_env(LLMTurnEnv):
 
 
 def load_math_tasks(
-    dataset: str, level: str, split: str | None, path: Any, data_seed: int
+    dataset: str, level: str, split: str | None, path: Any, data_seed: int, tasks: Any = None
 ) -> list[MathTask]:
-    """Return the tasks of a math-v0 data set: the generated split or a user's file."""
+    """Return the tasks of a math-v0 data set: the generated split, a user's rows or a file."""
+    if tasks is not None:
+        if dataset != "generated" or path is not None:
+            raise DatasetError("tasks= are the rows themselves: leave dataset= and path= out")
+        return math_rows(split_source(tasks, split, "math-v0 tasks="))
     if dataset == "generated":
         if path is not None:
             raise DatasetError("path= is for dataset='gsm8k' or 'calcx', not the generated set")

@@ -2,7 +2,7 @@ r"""prompts-v0: your prompts, judged by the reward your agent reports.
 
 | | |
 |---|---|
-| Creation | ``boltzoo.make("boltzoo/prompts-v0", rows="my_tasks.jsonl")`` |
+| Creation | ``boltzoo.make("boltzoo/prompts-v0", tasks="my_tasks.jsonl")`` |
 | Agents | ``agent`` |
 | API | AEC (one turn) |
 | Action | the answer (text) |
@@ -14,10 +14,10 @@ checks: unit tests in its own sandbox, a judge model, a user's rating) reports t
 its answer, and LightningRL learns from it. Every other env here judges its own tasks and takes
 no reward from agents. Create it with every argument at its default::
 
-    env = boltzoo.make("boltzoo/prompts-v0", rows=EXAMPLE_ROWS, split="train",
+    env = boltzoo.make("boltzoo/prompts-v0", tasks=EXAMPLE_ROWS, split="train",
                        success_at=1.0, max_turns=1, prompts=None)
 
-Without ``rows`` it plays ``EXAMPLE_ROWS``: the rows of ``EXAMPLE_TASKS``
+Without ``tasks`` it plays ``EXAMPLE_ROWS``: the rows of ``EXAMPLE_TASKS``
 (``boltzoo/envs/data/prompts_example.jsonl``) as both its ``"train"`` and its ``"test"`` split,
 said so explicitly (a demonstration, not a held-out benchmark): eight small Python functions to
 write, each row with the ``tests`` an agent can run itself to
@@ -49,7 +49,7 @@ finished episode's infos). ``infos`` hold ``score``, ``success`` and ``reported_
 
 ## Arguments
 
-* ``rows``: the tasks (default ``EXAMPLE_ROWS``): a JSONL (or JSON list) file, a list of
+* ``tasks``: the rows (default ``EXAMPLE_ROWS``): a JSONL (or JSON list) file, a list of
   rows, or ``{"train": ..., "test": ...}`` (the same for each split). A row is
   ``{"prompt": str}`` with optional ``id`` (default: its index) and ``system``; other fields
   are kept in ``env.unwrapped.tasks[i].row``.
@@ -90,9 +90,9 @@ class PromptTask:
     row: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
-def load_prompt_tasks(rows: Any, split: str) -> list[PromptTask]:
+def load_prompt_tasks(tasks: Any, split: str) -> list[PromptTask]:
     """Return the tasks of ``split`` from a file, a list of rows or a ``{split: ...}`` map."""
-    located = located_rows(split_source(rows, split, "prompts-v0 rows="), "prompts-v0 tasks")
+    located = located_rows(split_source(tasks, split, "prompts-v0 tasks="), "prompts-v0 tasks")
     tasks, seen = [], set()
     for index, (where, row) in enumerate(located):
         task_id = str(row.get("id", index))
@@ -120,7 +120,7 @@ class raw_env(LLMTurnEnv):
     def __init__(
         self,
         *,
-        rows: Any = EXAMPLE_ROWS,
+        tasks: Any = EXAMPLE_ROWS,
         split: str = "train",
         success_at: float = 1.0,
         max_turns: int = 1,
@@ -139,7 +139,7 @@ class raw_env(LLMTurnEnv):
             raise ValueError(f"success_at must be a finite number, got {success_at}")
         self.split = split
         self.success_at = float(success_at)
-        self.tasks: list[PromptTask] = load_prompt_tasks(rows, split)
+        self.tasks: list[PromptTask] = load_prompt_tasks(tasks, split)
 
     def _start_episode(self) -> str:
         task = self.current_task

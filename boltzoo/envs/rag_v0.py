@@ -47,8 +47,13 @@ supporting passage a search brings in for the first time; it never changes ``sco
   ``{"train": FILE, "test": FILE, ...}``: asking for a split it does not name is an error,
   never the training file. ``shared_corpus`` (files only; default False): every
   question's own paragraphs form its corpus, or all paragraphs one shared corpus.
-* ``corpus``: a jsonl file of passages (``id``, ``title``, ``text``) searched instead of the data
-  set's own corpus.
+* ``tasks``: your own questions instead of a data set: rows ``{"question", "answer"}``
+  (optional ``id``, ``aliases``: other accepted answers, ``supporting_ids``: the passages that
+  answer it, first hop first, which the oracle searches for and ``hops`` counts) as a list, a
+  JSONL or JSON-list file, or ``{"train": ..., "test": ...}`` (one file or list is the
+  ``"train"`` split only); with ``corpus``.
+* ``corpus``: passages (``id``, ``title``, ``text``) as a JSONL or JSON-list file or a list of
+  rows, searched instead of the data set's own corpus (``tasks`` needs it).
 * ``split``: generated: ``"train"`` or ``"test"``; files: a split ``path`` names.
 * ``hops``: keep only the questions of that many hops (an int, or several: ``(2, 3)``); default
   all. ``hops=2`` is the easier curriculum (one search after the question's own entity); a
@@ -80,7 +85,7 @@ from boltzoo.envs.base import (
     string_parameters,
 )
 from boltzoo.envs.data.files import split_source
-from boltzoo.envs.data.loaders import load_corpus_jsonl, load_hotpotqa, load_musique
+from boltzoo.envs.data.loaders import load_corpus, load_hotpotqa, load_musique, rag_rows
 from boltzoo.envs.data.rag_tasks import (
     RAGDataset,
     RAGTask,
@@ -132,7 +137,8 @@ class raw_env(LLMTurnEnv):
         split: str | None = None,
         hops: int | Sequence[int] | None = None,
         path: str | os.PathLike | dict[str, str | os.PathLike] | None = None,
-        corpus: str | os.PathLike | None = None,
+        tasks: Any = None,
+        corpus: Any = None,
         shared_corpus: bool = False,
         agents: Sequence[str] = (SEARCHER, ANSWERER),
         max_searches: int = 2,
@@ -163,13 +169,22 @@ class raw_env(LLMTurnEnv):
         self.max_searches = int(max_searches)
         self.k = int(k)
         self.retriever = retriever
-        self.data: RAGDataset = load_rag_dataset(dataset, split, path, shared_corpus)
-        if corpus is not None:
-            passages = load_corpus_jsonl(corpus)
-            self.data = RAGDataset(
-                tasks=[_with_corpus(t, "user") for t in self.data.tasks],
-                corpora={"user": passages},
-            )
+        if tasks is not None:
+            if dataset != "generated" or path is not None:
+                raise DatasetError("tasks= are the rows themselves: leave dataset= and path= out")
+            if corpus is None:
+                raise DatasetError("tasks= needs corpus=: the passages the searcher searches")
+            passages = load_corpus(corpus)
+            rows = split_source(tasks, split, "rag-v0 tasks=")
+            self.data = RAGDataset(rag_rows(rows, passages, "user"), {"user": passages})
+        else:
+            self.data = load_rag_dataset(dataset, split, path, shared_corpus)
+            if corpus is not None:
+                passages = load_corpus(corpus)
+                self.data = RAGDataset(
+                    tasks=[_with_corpus(t, "user") for t in self.data.tasks],
+                    corpora={"user": passages},
+                )
         self.tasks: list[RAGTask] = self.data.tasks
         if hops is not None:
             wanted = {int(hops)} if isinstance(hops, int) else {int(h) for h in hops}

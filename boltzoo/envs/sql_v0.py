@@ -48,6 +48,11 @@ and at the end ``success``, ``score`` and ``sql`` (the final query).
 * ``dataset``: ``"generated"`` (default: the bundled Chinook database and generated databases of
   other domains, with generated questions), ``"spider"`` (a Spider-format directory ``path``:
   ``tables.json``, ``dev.json`` / ``train_spider.json``, ``database/<db_id>/<db_id>.sqlite``).
+* ``tasks``: your own questions instead of a data set: rows ``{"question", "query",
+  "database"}`` (optional ``id``): ``query`` is the gold SQLite query (it must compile),
+  ``database`` a SQLite file (relative to the rows file) or a bundled database's name; as a
+  list, a JSONL or JSON-list file, or ``{"train": ..., "test": ...}`` (one file or list is the
+  ``"train"`` split only).
 * ``split``: generated: ``"train"``, ``"test"`` (same templates, other instances) or
   ``"test_unseen"`` (templates and a database never seen in training); Spider: ``"dev"`` or
   ``"train"``, all rows of that file in order.
@@ -88,7 +93,8 @@ from boltzoo.envs.base import (
     ToolSpec,
     string_parameters,
 )
-from boltzoo.envs.data.loaders import load_spider
+from boltzoo.envs.data.files import split_source
+from boltzoo.envs.data.loaders import load_spider, sql_rows
 from boltzoo.envs.data.sql_synthetic import KIND_SETS, TABLE_COUNTS, synthetic_tasks
 from boltzoo.envs.data.sql_tasks import SQLTask, generate_tasks
 from boltzoo.envs.protocol import extract_sql, parse_verdict
@@ -153,6 +159,7 @@ class raw_env(LLMTurnEnv):
         dataset: str = "generated",
         split: str | None = None,
         path: str | os.PathLike | None = None,
+        tasks: Any = None,
         database: str | None = None,
         agents: Sequence[str] = (WRITER, CHECKER, REWRITER),
         max_rounds: int = 3,
@@ -185,7 +192,7 @@ class raw_env(LLMTurnEnv):
         self.query_time_limit_s = float(query_time_limit_s)
         self.max_result_rows = int(max_result_rows)
         self.database_override = None if database is None else str(database)
-        self.tasks: list[SQLTask] = load_sql_tasks(dataset, split, path)
+        self.tasks: list[SQLTask] = load_sql_tasks(dataset, split, path, tasks)
         if synthetic_databases < 0:
             raise ValueError(f"synthetic_databases must be 0 or more, got {synthetic_databases}")
         if synthetic_tables not in TABLE_COUNTS:
@@ -354,9 +361,14 @@ class raw_env(LLMTurnEnv):
 
 
 def load_sql_tasks(
-    dataset: str, split: str | None, path: str | os.PathLike | None
+    dataset: str, split: str | None, path: str | os.PathLike | None, tasks: Any = None
 ) -> list[SQLTask]:
-    """Return the tasks of a sql-v0 data set: a generated split or a Spider-format directory."""
+    """Return the tasks of a sql-v0 data set: a generated split, a user's rows or a Spider-format
+    directory."""
+    if tasks is not None:
+        if dataset != "generated" or path is not None:
+            raise DatasetError("tasks= are the rows themselves: leave dataset= and path= out")
+        return sql_rows(split_source(tasks, split, "sql-v0 tasks="), split or "train")
     try:
         if dataset == "generated":
             if path is not None:

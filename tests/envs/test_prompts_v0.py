@@ -39,7 +39,7 @@ def test_the_api_and_the_bundled_examples():
 
 
 def test_rows_from_a_list_a_file_or_splits(tmp_path):
-    env = boltzoo.make("prompts-v0", rows=ROWS).unwrapped
+    env = boltzoo.make("prompts-v0", tasks=ROWS).unwrapped
     assert [t.task_id for t in env.tasks] == ["a", "1"]
     env.reset(options={"task_index": 1})
     assert env.observe("agent")["messages"] == [
@@ -48,14 +48,14 @@ def test_rows_from_a_list_a_file_or_splits(tmp_path):
     ]
     path = tmp_path / "rows.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in ROWS) + "\n")
-    assert boltzoo.make("prompts-v0", rows=str(path)).unwrapped.num_tasks == 2
+    assert boltzoo.make("prompts-v0", tasks=str(path)).unwrapped.num_tasks == 2
     both = {"train": ROWS, "test": ROWS[:1]}
-    assert boltzoo.make("prompts-v0", rows=both, split="test").unwrapped.num_tasks == 1
+    assert boltzoo.make("prompts-v0", tasks=both, split="test").unwrapped.num_tasks == 1
     with pytest.raises(DatasetError, match="no split 'dev'"):
-        boltzoo.make("prompts-v0", rows=both, split="dev")
+        boltzoo.make("prompts-v0", tasks=both, split="dev")
     # one file is the train split only: an evaluation on "test" never plays the training rows
     with pytest.raises(DatasetError, match="'train' split only"):
-        boltzoo.make("prompts-v0", rows=str(path), split="test")
+        boltzoo.make("prompts-v0", tasks=str(path), split="test")
 
 
 @pytest.mark.parametrize(
@@ -71,22 +71,22 @@ def test_rows_from_a_list_a_file_or_splits(tmp_path):
 )
 def test_bad_rows_are_clear_errors(rows, words):
     with pytest.raises(DatasetError, match=words):
-        boltzoo.make("prompts-v0", rows=rows)
+        boltzoo.make("prompts-v0", tasks=rows)
 
 
 def test_the_reported_reward_is_the_team_reward_and_scores_the_episode():
-    env = played(boltzoo.make("prompts-v0", rows=ROWS, success_at=0.5), reward=0.75)
+    env = played(boltzoo.make("prompts-v0", tasks=ROWS, success_at=0.5), reward=0.75)
     assert env.episode.final_rewards == {"agent": 0.75}
     assert env.episode.score == 0.75 and env.episode.success
-    env = played(boltzoo.make("prompts-v0", rows=ROWS), reward=3.0)  # any finite number
+    env = played(boltzoo.make("prompts-v0", tasks=ROWS), reward=3.0)  # any finite number
     assert env.episode.returns() == {"agent": 3.0} and env.episode.score == 1.0
-    env = played(boltzoo.make("prompts-v0", rows=ROWS), reward=-1.0)
+    env = played(boltzoo.make("prompts-v0", tasks=ROWS), reward=-1.0)
     assert env.episode.score == 0.0 and not env.episode.success
 
 
 def test_call_rewards_are_paid_with_the_turn_and_change_no_score():
     env = played(
-        boltzoo.make("prompts-v0", rows=ROWS), reward=0.0, calls=[("c1", 0.25), ("c2", 0.5)]
+        boltzoo.make("prompts-v0", tasks=ROWS), reward=0.0, calls=[("c1", 0.25), ("c2", 0.5)]
     )
     assert env.episode.returns() == {"agent": 0.75} and env.episode.score == 0.0
     assert env.infos["agent"]["reported_rewards"] == {
@@ -96,7 +96,7 @@ def test_call_rewards_are_paid_with_the_turn_and_change_no_score():
 
 
 def test_rewards_must_be_finite_numbers_reported_once_per_turn_or_call():
-    env = boltzoo.make("prompts-v0", rows=ROWS)
+    env = boltzoo.make("prompts-v0", tasks=ROWS)
     env.reset(options={"task_index": 0})
     for bad in (math.nan, math.inf, "1", None, True):
         with pytest.raises(AgentRewardError, match="finite number"):
@@ -110,7 +110,7 @@ def test_rewards_must_be_finite_numbers_reported_once_per_turn_or_call():
 
 
 def test_a_turn_without_a_reported_reward_fails_its_episode_and_scores_nothing():
-    env = played(boltzoo.make("prompts-v0", rows=ROWS))
+    env = played(boltzoo.make("prompts-v0", tasks=ROWS))
     assert env.episode.failed and "reported no reward" in env.episode.error
     assert env.episode.score is None and env.episode.done
     assert env.infos["agent"]["success"] is False

@@ -14,7 +14,7 @@ from collections import Counter
 import pytest
 
 from boltzoo.envs.data import rag_tasks
-from boltzoo.envs.data.loaders import load_corpus_jsonl, load_hotpotqa, load_musique
+from boltzoo.envs.data.loaders import load_corpus, load_hotpotqa, load_musique
 from boltzoo.envs.data.rag_tasks import (
     CORPUS_ID,
     SPLITS,
@@ -600,7 +600,7 @@ def test_load_hotpotqa_missing_file_raises_with_the_path(tmp_path):
 # --- user corpora ----------------------------------------------------------------------------
 
 
-def test_load_corpus_jsonl_reads_passages_verbatim(tmp_path):
+def test_load_corpus_reads_passages_verbatim(tmp_path):
     path = tmp_path / "corpus.jsonl"
     rows = [
         {"id": "doc-1", "title": "Alpha", "text": " Alpha text\twith tabs. "},
@@ -608,26 +608,26 @@ def test_load_corpus_jsonl_reads_passages_verbatim(tmp_path):
         {"id": "doc-3", "text": "Title-less row."},
     ]
     path.write_text(json.dumps(rows[0]) + "\n\n" + "\n".join(map(json.dumps, rows[1:])) + "\n")
-    assert load_corpus_jsonl(path) == [
+    assert load_corpus(path) == [
         Passage("doc-1", "Alpha", " Alpha text\twith tabs. "),
         Passage("2", "", "No title."),
         Passage("doc-3", "", "Title-less row."),
     ]
 
 
-def test_load_corpus_jsonl_malformed_rows_name_the_line(tmp_path):
+def test_load_corpus_malformed_rows_name_the_line(tmp_path):
     path = tmp_path / "corpus.jsonl"
     write_jsonl(path, [{"id": "a", "text": "x"}, {"id": "b"}])
     with pytest.raises(ValueError, match=r"corpus\.jsonl, line 2.*text"):
-        load_corpus_jsonl(path)
+        load_corpus(path)
     write_jsonl(path, [{"id": "a", "text": "x"}, {"id": "a", "text": "y"}])
-    with pytest.raises(ValueError, match="line 2.*duplicate id"):
-        load_corpus_jsonl(path)
+    with pytest.raises(ValueError, match="line 2.*used twice"):
+        load_corpus(path)
     write_jsonl(path, [{"title": "no id", "text": "x"}])
     with pytest.raises(ValueError, match="line 1.*id"):
-        load_corpus_jsonl(path)
+        load_corpus(path)
 
 
-def test_load_corpus_jsonl_missing_file_raises_with_the_path(tmp_path):
+def test_load_corpus_missing_file_raises_with_the_path(tmp_path):
     with pytest.raises(FileNotFoundError, match="absent.jsonl"):
-        load_corpus_jsonl(tmp_path / "absent.jsonl")
+        load_corpus(tmp_path / "absent.jsonl")

@@ -1,22 +1,28 @@
-"""Loaders for public data formats, each into the tasks of the env that plays them:
-GSM8K and Calc-X jsonl (math-v0), MuSiQue and HotpotQA (rag-v0, with a user's corpus jsonl) and
-Spider directories (sql-v0). Errors name the file and the line (see :mod:`.files`)."""
+"""Loaders of tasks into the env that plays them: rows of your own (every env's ``tasks=``:
+:func:`math_rows`, :func:`sql_rows`, :func:`rag_rows`, with :func:`load_corpus` for rag-v0's
+passages) and public formats: GSM8K and Calc-X jsonl (math-v0), MuSiQue and HotpotQA (rag-v0)
+and Spider directories (sql-v0). Errors name the file and the line, or the row (see
+:mod:`.files`)."""
 
 from __future__ import annotations
 
 import math
 import os
 import re
+import sqlite3
 from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 from boltzoo.envs.data.files import (
     check_choice,
     existing_file,
     jsonl_rows,
+    located_rows,
     read_json_list,
     required_text,
+    short_digest,
 )
 from boltzoo.envs.data.math_tasks import (
     MathTask,
@@ -26,17 +32,21 @@ from boltzoo.envs.data.math_tasks import (
     parse_number,
 )
 from boltzoo.envs.data.rag_tasks import Passage, RAGDataset, RAGTask
-from boltzoo.envs.data.sql_common import SQLTask
+from boltzoo.envs.data.sql_common import SQLTask, connect_read_only
+from boltzoo.envs.data.sql_tasks import DATABASES, database_path
 from boltzoo.errors import DatasetError
 
 __all__ = [
     "SPIDER_SPLITS",
     "load_calcx",
-    "load_corpus_jsonl",
+    "load_corpus",
     "load_gsm8k",
     "load_hotpotqa",
     "load_musique",
     "load_spider",
+    "math_rows",
+    "rag_rows",
+    "sql_rows",
 ]
 
 SPIDER_SPLITS = {"dev": "dev.json", "train": "train_spider.json"}
@@ -101,17 +111,20 @@ def load_gsm8k(path: str | os.PathLike) -> list[MathTask]:
 _GADGET_RE = re.compile(r"<gadget\s+id=[\"']calculator[\"']\s*>(.*?)</gadget>", re.DOTALL)
 
 
-def _calcx_result(value: object, where: str) -> Fraction:
+def _number_field(row: dict, field: str, where: str) -> Fraction:
+    if field not in row:
+        raise DatasetError(f"{where}: missing field {field!r}")
+    value = row[field]
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        raise DatasetError(f"{where}: field 'result' must be a number or a numeric string")
+        raise DatasetError(f"{where}: field {field!r} must be a number or a numeric string")
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise DatasetError(f"{where}: field 'result' is not finite")
+            raise DatasetError(f"{where}: field {field!r} is not finite")
         return Fraction(repr(value))  # the written decimal, not the binary float
     try:
         return parse_number(str(value))
     except ValueError as error:
-        raise DatasetError(f"{where}: result {value!r} is not a number") from error
+        raise DatasetError(f"{where}: {field} {value!r} is not a number") from error
 
 
 def load_calcx(path: str | os.PathLike) -> list[MathTask]:
@@ -133,9 +146,7 @@ def load_calcx(path: str | os.PathLike) -> list[MathTask]:
     for line_number, row_index, row in jsonl_rows(file_path):
         where = f"{file_path}, line {line_number}"
         question = required_text(row, "question", where)
-        if "result" not in row:
-            raise DatasetError(f"{where}: missing field 'result'")
-        answer = _calcx_result(row["result"], where)
+        answer = _number_field(row, "result", where)
         chain = row.get("chain")
         if chain is not None and not isinstance(chain, str):
             raise DatasetError(f"{where}: field 'chain' must be a string")
@@ -166,10 +177,10 @@ def _row_id(row: dict, keys: tuple[str, ...], fallback: str, where: str) -> str:
     return fallback
 
 
-def _aliases(row: dict, answer: str, where: str) -> tuple[str, ...]:
-    raw = row.get("answer_aliases") or []
+def _aliases(row: dict, answer: str, where: str, field: str = "answer_aliases") -> tuple[str, ...]:
+    raw = row.get(field) or []
     if not isinstance(raw, list) or not all(isinstance(alias, str) for alias in raw):
-        raise DatasetError(f"{where}: field 'answer_aliases' must be a list of strings")
+        raise DatasetError(f"{where}: field {field!r} must be a list of strings")
     aliases: list[str] = []
     for alias in raw:
         if alias.strip() and alias != answer and alias not in aliases:
@@ -404,27 +415,23 @@ def load_hotpotqa(path: str | os.PathLike, *, shared_corpus: bool = False) -> RA
     return RAGDataset(tasks=tasks, corpora=collector.corpora)
 
 
-def load_corpus_jsonl(path: str | os.PathLike) -> list[Passage]:
-    """Load a user corpus: jsonl rows ``{"id", "title", "text"}`` (``title`` may be absent).
+def load_corpus(source: Any) -> list[Passage]:
+    """Load a user corpus: rows ``{"id", "title", "text"}`` (``title`` may be absent) from a
+    JSONL file, a JSON-list file or a list of dicts.
 
     Ids may be strings or integers (kept as strings) and must be unique; text is verbatim.
 
     Raises:
         FileNotFoundError: the file does not exist (message has the path).
         DatasetError: bad JSON, a missing id/text or a repeated id (message has the file and
-            line number).
+            line number, or the row).
     """
-    file_path = existing_file(path, "corpus")
     passages: list[Passage] = []
     seen: set[str] = set()
-    for line_number, _, row in jsonl_rows(file_path):
-        where = f"{file_path}, line {line_number}"
+    for where, row in located_rows(source, "corpus"):
         if row.get("id") is None:
             raise DatasetError(f"{where}: missing field 'id'")
-        passage_id = _row_id(row, ("id",), "", where)
-        if passage_id in seen:
-            raise DatasetError(f"{where}: duplicate id {passage_id!r}")
-        seen.add(passage_id)
+        passage_id = _unique_id(_row_id(row, ("id",), "", where), seen, where)
         title = required_text(row, "title", where, allow_empty=True) if "title" in row else ""
         passages.append(Passage(passage_id, title, required_text(row, "text", where)))
     return passages
@@ -487,6 +494,145 @@ def load_spider(path: str | os.PathLike, split: str = "dev") -> list[SQLTask]:
                 database=databases[db_id],
                 template=None,
                 split=split,
+            )
+        )
+    return tasks
+
+
+# --- Rows of your own (every env's tasks=) ------------------------------------------------------
+# ``source`` is one split's rows: a list of dicts, a JSONL file or a JSON-list file (the env picks
+# the split first, with files.split_source). Ids: the row's ``id``, else one from its content.
+
+
+def _unique_id(task_id: str, seen: set[str], where: str) -> str:
+    if task_id in seen:
+        raise DatasetError(f"{where}: the id {task_id!r} is used twice")
+    seen.add(task_id)
+    return task_id
+
+
+def math_rows(source: Any) -> list[MathTask]:
+    """Return math-v0 tasks from rows ``{"question", "answer"}`` (optional ``id``, ``expression``).
+
+    ``answer`` is a number or a numeric string (``12.5``, ``"3/4"``, ``"1,200"``). ``expression``,
+    a calculator expression that the oracle's demonstrations use, must evaluate exactly to it.
+
+    Raises:
+        DatasetError: a missing or malformed field, an expression that does not give the answer,
+            or an id used twice (the message names the file and line, or the row).
+    """
+    tasks, seen = [], set()
+    for where, row in located_rows(source, "math-v0 tasks"):
+        question = required_text(row, "question", where).strip()
+        answer = _number_field(row, "answer", where)
+        expression = row.get("expression")
+        if expression is not None:
+            if not isinstance(expression, str):
+                raise DatasetError(f"{where}: field 'expression' must be a string")
+            if _expression_if_exact(expression, answer) is None:
+                raise DatasetError(
+                    f"{where}: expression {expression!r} does not evaluate exactly to the answer "
+                    f"{canonical_number(answer)}"
+                )
+            expression = _expression_if_exact(expression, answer)
+        task_id = _row_id(row, ("id",), f"task-{short_digest(question)}", where)
+        tasks.append(
+            MathTask(
+                _unique_id(task_id, seen, where),
+                question,
+                canonical_number(answer),
+                expression,
+                level="file",
+                template=None,
+            )
+        )
+    return tasks
+
+
+def sql_rows(source: Any, split: str = "train") -> list[SQLTask]:
+    """Return sql-v0 tasks from rows ``{"question", "query", "database"}`` (optional ``id``).
+
+    ``query`` is the gold SQLite query (its result is the answer); it must compile against its
+    database. ``database`` is a SQLite file (a relative path is read from the rows file's folder,
+    or the working directory for a list of rows) or a bundled database's name (``chinook``,
+    ``university``, ``retail``, ``hospital``).
+
+    Raises:
+        DatasetError: a missing field, a database that is not a file, a gold query that does not
+            compile, or an id used twice (the message names the row).
+    """
+    base = Path(source).parent if isinstance(source, str | os.PathLike) else Path.cwd()
+    tasks, seen, connections = [], set(), {}
+    try:
+        for where, row in located_rows(source, "sql-v0 tasks"):
+            question = required_text(row, "question", where).strip()
+            query = required_text(row, "query", where).strip()
+            database = required_text(row, "database", where)
+            if database in DATABASES:
+                db_id, path = database, database_path(database)
+            else:
+                path = (base / database).resolve()
+                if not path.is_file():
+                    raise DatasetError(
+                        f"{where}: database {database!r} is not a file ({path}) nor a bundled "
+                        f"database ({', '.join(DATABASES)})"
+                    )
+                db_id = path.stem
+            if path not in connections:
+                connections[path] = connect_read_only(path)
+            try:  # compiles the query without running it
+                connections[path].execute(f"EXPLAIN {query}")
+            except sqlite3.Error as error:
+                raise DatasetError(f"{where}: the gold query does not compile: {error}") from None
+            hashed = f"{db_id}\n{question}"  # as a generated task's id
+            task_id = _row_id(row, ("id",), f"{db_id}-{short_digest(hashed)}", where)
+            tasks.append(
+                SQLTask(
+                    _unique_id(task_id, seen, where), question, query, db_id, str(path), None, split
+                )
+            )
+    finally:
+        for connection in connections.values():
+            connection.close()
+    return tasks
+
+
+def rag_rows(source: Any, passages: list[Passage], corpus_id: str = "user") -> list[RAGTask]:
+    """Return rag-v0 tasks from rows ``{"question", "answer"}`` over the corpus ``passages``.
+
+    Optional fields: ``id``, ``aliases`` (other accepted answers) and ``supporting_ids`` (the
+    passages that answer it, first hop first: the oracle searches for their titles, and the
+    task's hops are their count).
+
+    Raises:
+        DatasetError: a missing or malformed field, a supporting id not in the corpus, or an id
+            used twice (the message names the row).
+    """
+    known = {passage.passage_id for passage in passages}
+    tasks, seen = [], set()
+    for where, row in located_rows(source, "rag-v0 tasks"):
+        question = required_text(row, "question", where).strip()
+        answer = required_text(row, "answer", where).strip()
+        supporting = row.get("supporting_ids") or []
+        if not isinstance(supporting, list) or not all(
+            isinstance(i, str | int) and not isinstance(i, bool) for i in supporting
+        ):
+            raise DatasetError(f"{where}: field 'supporting_ids' must be a list of passage ids")
+        supporting = [str(i) for i in supporting]
+        missing = [i for i in supporting if i not in known]
+        if missing:
+            raise DatasetError(f"{where}: supporting ids not in the corpus: {missing}")
+        task_id = _row_id(row, ("id",), f"task-{short_digest(question)}", where)
+        tasks.append(
+            RAGTask(
+                _unique_id(task_id, seen, where),
+                question,
+                answer,
+                _aliases(row, answer, where, "aliases"),
+                tuple(supporting),
+                len(supporting),
+                corpus_id,
+                None,
             )
         )
     return tasks

@@ -23,7 +23,8 @@ subquery), ``nested_scalar`` (comparison with a scalar subquery), ``set_op`` (UN
 EXCEPT) and ``distinct``. A template is a row of a table (its slots, phrasings and SQL shape: see
 "Templates as rows" below), not a function. Slots are filled with values read from the
 database; an instance is kept only when its gold query returns 1-100 rows and not a lone NULL or
-0 (else it is redrawn, a bounded number of times). A gold SQL text is used at most once per seed, with one phrasing.
+0 (else it is redrawn, a bounded number of times). A gold SQL text is used at most once per
+seed, with one phrasing.
 
 Splits: ``test_unseen`` holds the templates in ``UNSEEN_TEMPLATES`` (a few per train/test
 database plus every ``hospital`` template). The other instances go to ``test`` when
@@ -74,6 +75,7 @@ __all__ = [
     "UNSEEN_TEMPLATES",
     "SQLTask",
     "chinook_db",
+    "database_path",
     "domain_db",
     "generate_tasks",
 ]
@@ -1014,7 +1016,10 @@ def domain_db(name: str, cache: Path | None = None) -> Path:
     return target
 
 
-def _database_path(db_id: str) -> Path:
+def database_path(db_id: str) -> Path:
+    """Return the SQLite file of bundled database ``db_id`` (one of :data:`DATABASES`), built
+    on first use."""
+    check_choice("database", db_id, DATABASES)
     return chinook_db() if db_id == "chinook" else domain_db(db_id)
 
 
@@ -3080,7 +3085,7 @@ def _task_pools(seed: int, cache: str) -> dict[str, tuple[SQLTask, ...]]:
     pools: dict[str, list[SQLTask]] = {split: [] for split in SPLITS}
     seen_ids: set[str] = set()
     for db_id in DATABASES:
-        path = _database_path(db_id)
+        path = database_path(db_id)
         db = _Db(db_id, path)
         try:
             for template in (t for t in _TEMPLATES if t.db_id == db_id):
