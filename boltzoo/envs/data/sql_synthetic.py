@@ -63,6 +63,7 @@ __all__ = [
     "EXTENDED_KINDS",
     "KIND_SETS",
     "STAR_ENTITIES",
+    "STAR_WORLDS",
     "STAR_KINDS",
     "SYNTHETIC_VERSION",
     "TABLE_COUNTS",
@@ -260,101 +261,96 @@ _PAIRS = (
 # that join a staff member to a person on a date. Every event keeps all of its columns: a DATE,
 # a ``status``, a REAL amount and a TEXT detail, which the star kinds below ask about; every
 # person keeps its TEXT column too.
-STAR_ENTITIES: tuple[Entity, ...] = (
-    Entity("store", "stores", _label("name", "name", _named), (
-        _CITY, _int("opened_year", "opening year", 1960, 2022),
-        _real("floor_area", "floor area", 80.0, 4000.0),
-    )),
-    Entity("employee", "employees", _PERSON, (
-        _text("role", "role", ("cashier", "manager", "clerk", "buyer")),
-        _date("hired_date", "hired", 1995, 2023), _real("salary", "salary", 21000.0, 98000.0),
-    )),
-    Entity("customer", "customers", _PERSON, (
-        _CITY, _text("plan", "plan", ("basic", "plus", "premium"), about="on the {} plan"),
-        _date("birth_date", "born", 1940, 2005),
-    )),
-    Entity("sale", "sales", _label("code", "code", _code("SA")), (
-        _date("sale_date", "made", 2019, 2024),
-        _text("status", "status", ("paid", "refunded", "pending")),
-        _real("amount", "amount", 3.0, 900.0),
-        _text("payment", "payment method", ("cash", "card", "voucher", "gift-card")),
-    )),
-    Entity("school", "schools", _label("name", "name", _named), (
-        _CITY, _int("founded_year", "founding year", 1850, 2015),
-        _int("pupils", "number of pupils", 120, 2400),
-    )),
-    Entity("teacher", "teachers", _PERSON, (
-        _text("subject", "subject", ("maths", "music", "biology", "French", "art")),
-        _date("hired_date", "hired", 1990, 2023), _real("salary", "salary", 28000.0, 87000.0),
-    )),
-    Entity("student", "students", _PERSON, (
-        _CITY, _int("grade", "grade", 1, 12), _date("birth_date", "born", 2004, 2018),
-    )),
-    Entity("lesson", "lessons", _label("code", "code", _code("LS")), (
-        _date("lesson_date", "given", 2019, 2024),
-        _text("status", "status", ("held", "cancelled", "moved")),
-        _real("fee", "fee", 10.0, 140.0),
-        _text("topic", "topic", ("algebra", "grammar", "chemistry", "history", "drawing")),
-    )),
-    Entity("garage", "garages", _label("name", "name", _named), (
-        _CITY, _int("bays", "number of bays", 2, 30),
-    )),
-    Entity("mechanic", "mechanics", _PERSON, (
-        _text("specialty", "specialty", ("engines", "brakes", "electrics", "bodywork")),
-        _date("hired_date", "hired", 1998, 2023), _real("hourly_rate", "hourly rate", 18.0, 95.0),
-    )),
-    Entity("client", "clients", _PERSON, (
-        _CITY, _text("vehicle", "vehicle", ("van", "sedan", "truck", "motorbike", "e-bike")),
-        _date("since_date", "registered", 2005, 2023),
-    )),
-    Entity("repair", "repairs", _label("code", "code", _code("RP")), (
-        _date("repair_date", "done", 2019, 2024),
-        _text("status", "status", ("finished", "waiting", "cancelled")),
-        _real("cost", "cost", 25.0, 4800.0),
-        _text("job", "job", ("oil change", "new tyres", "brake pads", "battery", "re-spray")),
-    )),
-    Entity("gym", "gyms", _label("name", "name", _named), (
-        _CITY, _int("opened_year", "opening year", 1975, 2023),
-    )),
-    Entity("trainer", "trainers", _PERSON, (
-        _text("speciality", "speciality", ("yoga", "boxing", "pilates", "strength")),
-        _date("hired_date", "hired", 2001, 2023), _real("rating", "rating", 2.5, 5.0),
-    )),
-    Entity("member", "members", _PERSON, (
-        _COUNTRY, _text("membership", "membership", ("monthly", "yearly", "student")),
-        _date("birth_date", "born", 1950, 2006),
-    )),
-    Entity("session", "sessions", _label("code", "code", _code("SE")), (
-        _date("session_date", "held", 2019, 2024),
-        _text("status", "status", ("attended", "missed", "cancelled")),
-        _real("price", "price", 8.0, 120.0),
-        _text("goal", "goal", ("fitness", "rehab", "weight loss", "strength")),
-    )),
-    Entity("hotel", "hotels", _label("name", "name", _named), (
-        _CITY, _int("stars", "star rating", 1, 5),
-    )),
-    Entity("clerk", "clerks", _PERSON, (
-        _text("shift", "shift", ("morning", "evening", "night")),
-        _date("hired_date", "hired", 2000, 2023), _real("wage", "wage", 12.0, 41.0),
-    )),
-    Entity("guest", "guests", _PERSON, (
-        _COUNTRY, _text("tier", "tier", ("standard", "gold", "platinum")),
-        _date("birth_date", "born", 1935, 2004),
-    )),
-    Entity("booking", "bookings", _label("code", "code", _code("BK")), (
-        _date("booking_date", "made", 2019, 2024),
-        _text("status", "status", ("confirmed", "cancelled", "no-show")),
-        _real("price", "price", 45.0, 2600.0),
-        _text("purpose", "purpose", ("business", "holiday", "conference", "family visit")),
-    )),
-)  # fmt: skip
+def _places(table: str, plural: str, *attributes: Column) -> Entity:
+    """A star's units: rows named by a made-up name ("Blue Harbour")."""
+    return Entity(table, plural, _label("name", "name", _named), attributes)
 
-# (unit, staff, person, event): staff hold <unit>_id; events hold <staff>_id and <person>_id.
-_STARS = (
-    ("store", "employee", "customer", "sale"), ("school", "teacher", "student", "lesson"),
-    ("garage", "mechanic", "client", "repair"), ("gym", "trainer", "member", "session"),
-    ("hotel", "clerk", "guest", "booking"),
+
+def _people(table: str, plural: str, *attributes: Column) -> Entity:
+    """A star's staff or the people they serve: rows named by a first and a last name."""
+    return Entity(table, plural, _PERSON, attributes)
+
+
+def _events(
+    table: str, plural: str, code: str, when: Column, statuses: tuple[str, ...], amount: Column,
+    detail: Column,
+) -> Entity:
+    """A star's events, named by a code ("SA-1234"), with the four columns the star kinds ask
+    about: a date, a status, an amount (REAL) and a detail (TEXT)."""
+    status = _text("status", "status", statuses)
+    label = _label("code", "code", _code(code))
+    return Entity(table, plural, label, (when, status, amount, detail))
+
+
+# Four-table worlds (unit, staff, person, event): staff hold <unit>_id; events hold <staff>_id and
+# <person>_id.
+STAR_WORLDS: tuple[tuple[Entity, Entity, Entity, Entity], ...] = (
+    (
+        _places("store", "stores", _CITY, _int("opened_year", "opening year", 1960, 2022),
+                _real("floor_area", "floor area", 80.0, 4000.0)),
+        _people("employee", "employees",
+                _text("role", "role", ("cashier", "manager", "clerk", "buyer")),
+                _date("hired_date", "hired", 1995, 2023),
+                _real("salary", "salary", 21000.0, 98000.0)),
+        _people("customer", "customers", _CITY,
+                _text("plan", "plan", ("basic", "plus", "premium"), about="on the {} plan"),
+                _date("birth_date", "born", 1940, 2005)),
+        _events("sale", "sales", "SA", _date("sale_date", "made", 2019, 2024),
+                ("paid", "refunded", "pending"), _real("amount", "amount", 3.0, 900.0),
+                _text("payment", "payment method", ("cash", "card", "voucher", "gift-card"))),
+    ),
+    (
+        _places("school", "schools", _CITY, _int("founded_year", "founding year", 1850, 2015),
+                _int("pupils", "number of pupils", 120, 2400)),
+        _people("teacher", "teachers",
+                _text("subject", "subject", ("maths", "music", "biology", "French", "art")),
+                _date("hired_date", "hired", 1990, 2023),
+                _real("salary", "salary", 28000.0, 87000.0)),
+        _people("student", "students", _CITY, _int("grade", "grade", 1, 12),
+                _date("birth_date", "born", 2004, 2018)),
+        _events("lesson", "lessons", "LS", _date("lesson_date", "given", 2019, 2024),
+                ("held", "cancelled", "moved"), _real("fee", "fee", 10.0, 140.0),
+                _text("topic", "topic", ("algebra", "grammar", "chemistry", "history", "drawing"))),
+    ),
+    (
+        _places("garage", "garages", _CITY, _int("bays", "number of bays", 2, 30)),
+        _people("mechanic", "mechanics",
+                _text("specialty", "specialty", ("engines", "brakes", "electrics", "bodywork")),
+                _date("hired_date", "hired", 1998, 2023),
+                _real("hourly_rate", "hourly rate", 18.0, 95.0)),
+        _people("client", "clients", _CITY,
+                _text("vehicle", "vehicle", ("van", "sedan", "truck", "motorbike", "e-bike")),
+                _date("since_date", "registered", 2005, 2023)),
+        _events("repair", "repairs", "RP", _date("repair_date", "done", 2019, 2024),
+                ("finished", "waiting", "cancelled"), _real("cost", "cost", 25.0, 4800.0),
+                _text("job", "job",
+                      ("oil change", "new tyres", "brake pads", "battery", "re-spray"))),
+    ),
+    (
+        _places("gym", "gyms", _CITY, _int("opened_year", "opening year", 1975, 2023)),
+        _people("trainer", "trainers",
+                _text("speciality", "speciality", ("yoga", "boxing", "pilates", "strength")),
+                _date("hired_date", "hired", 2001, 2023), _real("rating", "rating", 2.5, 5.0)),
+        _people("member", "members", _COUNTRY,
+                _text("membership", "membership", ("monthly", "yearly", "student")),
+                _date("birth_date", "born", 1950, 2006)),
+        _events("session", "sessions", "SE", _date("session_date", "held", 2019, 2024),
+                ("attended", "missed", "cancelled"), _real("price", "price", 8.0, 120.0),
+                _text("goal", "goal", ("fitness", "rehab", "weight loss", "strength"))),
+    ),
+    (
+        _places("hotel", "hotels", _CITY, _int("stars", "star rating", 1, 5)),
+        _people("clerk", "clerks", _text("shift", "shift", ("morning", "evening", "night")),
+                _date("hired_date", "hired", 2000, 2023), _real("wage", "wage", 12.0, 41.0)),
+        _people("guest", "guests", _COUNTRY,
+                _text("tier", "tier", ("standard", "gold", "platinum")),
+                _date("birth_date", "born", 1935, 2004)),
+        _events("booking", "bookings", "BK", _date("booking_date", "made", 2019, 2024),
+                ("confirmed", "cancelled", "no-show"), _real("price", "price", 45.0, 2600.0),
+                _text("purpose", "purpose", ("business", "holiday", "conference", "family visit"))),
+    ),
 )  # fmt: skip
+STAR_ENTITIES: tuple[Entity, ...] = tuple(entity for world in STAR_WORLDS for entity in world)
 _BY_TABLE = {entity.table: entity for entity in (*ENTITIES, *STAR_ENTITIES)}
 TABLE_COUNTS = (2, 4)
 
@@ -424,7 +420,7 @@ def _draw_table(
 def _schema(index: int, tables: int = 2) -> _Schema | _Star:
     if tables == 4:
         rng = random.Random(f"boltzoo-sql-synthetic-t4-{index}-v{SYNTHETIC_VERSION}")
-        unit, staff, person, event = _STARS[index % len(_STARS)]
+        unit, staff, person, event = (e.table for e in STAR_WORLDS[index % len(STAR_WORLDS)])
         return _Star(
             _draw_table(rng, unit, (3, 7)),
             _draw_table(rng, staff, (12, 28), unit),
@@ -787,6 +783,20 @@ class _Event:
     amount: Column  # the REAL column
     detail: Column  # the other TEXT column
 
+    @property
+    def day(self) -> str:
+        """The event's date (ISO)."""
+        return self.event[self.when.name]
+
+    @property
+    def year(self) -> str:
+        return self.day[:4]
+
+    @property
+    def state(self) -> str:
+        """The event's status value ("paid", "cancelled")."""
+        return self.event[self.status.name]
+
 
 def _event(rng: random.Random, s: _Star, db: sqlite3.Connection) -> _Event:
     event = _row(db, s.event.entity.table, rng)
@@ -838,7 +848,7 @@ def _star_count(rng: random.Random, s: _Star, db: sqlite3.Connection) -> _Drawn:
     found = _event(rng, s, db)
     staff = s.staff.entity
     name, named = _named_row(s.staff, found.staff, "st")
-    status, year = found.event[found.status.name], found.event[found.when.name][:4]
+    status, year = found.state, found.year
     question = (
         f"How many {status} {s.event.entity.plural} did the {staff.table} {name} have "
         f"in {year}?",
@@ -855,7 +865,7 @@ def _star_count(rng: random.Random, s: _Star, db: sqlite3.Connection) -> _Drawn:
 def _star_aggregate(rng: random.Random, s: _Star, db: sqlite3.Connection) -> _Drawn:
     found = _event(rng, s, db)
     name, named = _named_row(s.unit, found.unit, "u")
-    status, year = found.event[found.status.name], found.event[found.when.name][:4]
+    status, year = found.state, found.year
     word, function = rng.choice(
         (("average", "AVG"), ("highest", "MAX"), ("lowest", "MIN"), ("total", "SUM"))
     )
@@ -872,7 +882,7 @@ def _star_aggregate(rng: random.Random, s: _Star, db: sqlite3.Connection) -> _Dr
 
 def _star_having(rng: random.Random, s: _Star, db: sqlite3.Connection) -> _Drawn:
     found = _event(rng, s, db)
-    year = found.event[found.when.name][:4]
+    year = found.year
     staff = s.staff
     grouped = f"{_joins(s, 'staff')} WHERE {_year_sql(found.when, year)} GROUP BY st.{staff.key}"
     more = rng.choice([n for (n,) in db.execute(f"SELECT COUNT(*) {grouped}")]) - 1
@@ -887,7 +897,7 @@ def _star_having(rng: random.Random, s: _Star, db: sqlite3.Connection) -> _Drawn
 
 def _star_breakdown(rng: random.Random, s: _Star, db: sqlite3.Connection) -> _Drawn:
     found = _event(rng, s, db)
-    status, year = found.event[found.status.name], found.event[found.when.name][:4]
+    status, year = found.state, found.year
     unit = s.unit
     question = (
         f"How many {status} {s.event.entity.plural} did each {unit.entity.table} have "
@@ -906,7 +916,7 @@ def _star_breakdown(rng: random.Random, s: _Star, db: sqlite3.Connection) -> _Dr
 def _star_bridge(rng: random.Random, s: _Star, db: sqlite3.Connection) -> _Drawn:
     found = _event(rng, s, db)
     name, named = _named_row(s.staff, found.staff, "st")
-    day = found.event[found.when.name]
+    day = found.day
     month = _month(day)
     question = (
         f"Which {s.person.entity.plural} had {_a(s.event.entity.table)} with the "
@@ -968,7 +978,7 @@ def _star_person_filter(rng: random.Random, s: _Star, db: sqlite3.Connection) ->
 
 def _star_having_status(rng: random.Random, s: _Star, db: sqlite3.Connection) -> _Drawn:
     found = _event(rng, s, db)
-    status, year = found.event[found.status.name], found.event[found.when.name][:4]
+    status, year = found.state, found.year
     staff, events = s.staff, s.event.entity.plural
     grouped = (
         f"{_joins(s, 'staff')} WHERE e.status = {quote(status)} AND {_year_sql(found.when, year)} "
@@ -1007,7 +1017,7 @@ def _star_idle_staff(rng: random.Random, s: _Star, db: sqlite3.Connection) -> _D
     found = _event(rng, s, db)
     staff, unit, event = s.staff, s.unit, s.event.entity
     name, named = _named_row(unit, found.unit, "u")
-    day = found.event[found.when.name]
+    day = found.day
     question = (
         f"Which {staff.entity.plural} of the {unit.entity.table} {name} had no "
         f"{event.plural} in {_month(day)}?",
@@ -1106,7 +1116,7 @@ def _star_units_above_average(
     """Units whose events average above all events: a scalar subquery in HAVING."""
     found = _event(rng, s, db)
     unit, event, amount = s.unit, s.event.entity, found.amount
-    status = found.event[found.status.name]
+    status = found.state
     if rng.random() < 0.5:
         question = (
             f"Which {unit.entity.plural} have an average {event.table} {amount.phrase} above "
@@ -1130,7 +1140,7 @@ def _star_having_average(rng: random.Random, s: _Star, db: sqlite3.Connection) -
     """Units whose events of a status average more than a bound: HAVING AVG over a join."""
     found = _event(rng, s, db)
     unit, event, amount = s.unit, s.event.entity, found.amount
-    status = found.event[found.status.name]
+    status = found.state
     grouped = f"{_joins(s, 'unit')} WHERE e.status = {quote(status)} GROUP BY u.{unit.key}"
     bound = int(rng.choice([a for (a,) in db.execute(f"SELECT AVG(e.{amount.name}) {grouped}")]))
     question = (
@@ -1145,7 +1155,7 @@ def _star_by_detail(rng: random.Random, s: _Star, db: sqlite3.Connection) -> _Dr
     """A total per detail value for the people of a condition in a year."""
     found = _event(rng, s, db)
     words, condition = _person_condition(rng, s, found.person)
-    year, amount, detail = found.event[found.when.name][:4], found.amount, found.detail
+    year, amount, detail = found.year, found.amount, found.detail
     question = (
         f"For {s.person.entity.plural} {words}, what was the total {amount.phrase} of "
         f"{s.event.entity.plural} in {year} for each {detail.phrase}?"
@@ -1160,7 +1170,7 @@ def _star_by_detail(rng: random.Random, s: _Star, db: sqlite3.Connection) -> _Dr
 def _star_count_distinct(rng: random.Random, s: _Star, db: sqlite3.Connection) -> _Drawn:
     found = _event(rng, s, db)
     words, condition = _person_condition(rng, s, found.person)
-    year = found.event[found.when.name][:4]
+    year = found.year
     question = (
         f"How many different {s.staff.entity.plural} did {s.person.entity.plural} {words} "
         f"have {s.event.entity.plural} with in {year}?"
@@ -1175,7 +1185,7 @@ def _star_count_distinct(rng: random.Random, s: _Star, db: sqlite3.Connection) -
 def _star_best_month(rng: random.Random, s: _Star, db: sqlite3.Connection) -> _Drawn:
     found = _event(rng, s, db)
     event, when, amount = s.event.entity, found.when.name, found.amount
-    year = found.event[when][:4]
+    year = found.year
     if rng.random() < 0.5:
         what, order = f"the highest total {amount.phrase} of {event.plural}", f"SUM({amount.name})"
     else:
