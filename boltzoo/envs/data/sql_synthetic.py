@@ -943,11 +943,8 @@ def _star_distinct(rng: random.Random, s: _Star, db: sqlite3.Connection) -> _Dra
         f"What different {detail.phrase} values do {s.event.entity.plural} at the "
         f"{s.unit.entity.table} {name} have for {s.person.entity.plural} {words}?",
     )
-    sql = (
-        f"SELECT DISTINCT e.{detail.name} {_joins(s, 'unit', 'person')} WHERE {condition} "
-        f"AND {named}"
-    )
-    return question, sql
+    joined = _joins(s, "unit", "person")
+    return question, f"SELECT DISTINCT e.{detail.name} {joined} WHERE {condition} AND {named}"
 
 
 def _star_person_filter(rng: random.Random, s: _Star, db: sqlite3.Connection) -> _Drawn:
