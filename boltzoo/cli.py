@@ -191,7 +191,7 @@ def play(args: argparse.Namespace) -> tuple[list[Episode], dict[str, Any]]:
             progress=not args.quiet,
             workers=args.workers,
             ray_address=args.ray_address,
-            **env_kwargs,
+            env_kwargs=env_kwargs,
         )
     finally:
         if gateway is not None:

@@ -130,7 +130,8 @@ def rollout(
     agent_command: str | None = None,
     agent_timeout_s: float = 120.0,
     agent_concurrency: int = 16,
-    **env_kwargs: Any,
+    env_kwargs: Mapping[str, Any] | None = None,
+    **more_env_kwargs: Any,
 ) -> list[Episode]:
     """Return the Episodes of running ``env_id`` with ``policies`` (one per agent), batched.
 
@@ -154,8 +155,10 @@ def rollout(
             program: ``boltzoo.agents.programs``); ``policies`` are then the models each agent's
             calls go to, through a gateway. ``agent_timeout_s``: a turn running longer is killed
             and fails; ``agent_concurrency``: programs running at once.
-        env_kwargs: passed to ``boltzoo.make``.
+        env_kwargs: passed to ``boltzoo.make``, as a dict (an env's own ``tasks=`` rows go
+            here: ``tasks`` above are indices) or as further keyword arguments.
     """
+    env_kwargs = merged_env_kwargs(env_kwargs, more_env_kwargs)
     raw = make(env_id, **env_kwargs).unwrapped
     policy_of = _policies_by_agent(raw.possible_agents, policies)
     with contextlib.ExitStack() as stack:
@@ -188,7 +191,7 @@ def rollout(
                     num_envs=num_envs,
                     episode_timeout_s=episode_timeout_s,
                     progress=progress,
-                    **env_kwargs,
+                    env_kwargs=env_kwargs,
                 )
         return run_jobs(
             env_id,
@@ -197,8 +200,18 @@ def rollout(
             num_envs=num_envs,
             episode_timeout_s=episode_timeout_s,
             progress=progress,
-            **env_kwargs,
+            env_kwargs=env_kwargs,
         )
+
+
+def merged_env_kwargs(
+    env_kwargs: Mapping[str, Any] | None, more: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Return ``env_kwargs`` and ``more`` as one dict; a name in both is a TypeError."""
+    both = sorted(set(env_kwargs or {}) & set(more))
+    if both:
+        raise TypeError(f"env keyword arguments given twice: {both}")
+    return {**(env_kwargs or {}), **more}
 
 
 def _policies_by_agent(
@@ -224,14 +237,14 @@ def run_jobs(
     num_envs: int | None = None,
     episode_timeout_s: float | None = None,
     progress: bool = True,
-    **env_kwargs: Any,
+    env_kwargs: Mapping[str, Any] | None = None,
 ) -> list[Episode]:
     """Play ``jobs`` in this process with ``policy_of`` (agent -> Policy); return their
     Episodes in the jobs' order (the loop of the module docstring)."""
     if not jobs:
         return []
     width = max(1, min(len(jobs), num_envs or len(jobs)))
-    envs = [make(env_id, **env_kwargs) for _ in range(width)]
+    envs = [make(env_id, **(env_kwargs or {})) for _ in range(width)]
 
     results: list[Episode | None] = [None] * len(jobs)
     position = {job.index: i for i, job in enumerate(jobs)}  # jobs may be a worker's share
@@ -457,7 +470,7 @@ class RolloutWorker:
                 num_envs=num_envs,
                 episode_timeout_s=episode_timeout_s,
                 progress=False,
-                **env_kwargs,
+                env_kwargs=env_kwargs,
             )
 
 
@@ -586,12 +599,13 @@ class WorkerPool:
         episode_timeout_s: float | None = None,
         progress: bool = True,
         greedy: bool = False,
-        **env_kwargs: Any,
+        env_kwargs: Mapping[str, Any] | None = None,
     ) -> list[Episode]:
         """:func:`rollout` with the installed policies, on the workers (group ``g`` on worker
         ``g % size``); the lost workers' episodes come back failed. ``greedy`` decodes at
         temperature 0 for this rollout only."""
         spec = env_spec(env_id)
+        env_kwargs = dict(env_kwargs or {})
         num_tasks = make(env_id, **env_kwargs).unwrapped.num_tasks
         jobs = _plan_jobs(episodes, tasks, group_size, seed, num_tasks)
         from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError

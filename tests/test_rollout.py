@@ -114,3 +114,18 @@ def test_episode_past_its_timeout_is_marked_failed_and_the_others_finish():
     )
     assert [e.failed for e in episodes] == [False, True, False]
     assert "TimeoutError" in episodes[1].error
+
+
+def test_an_envs_own_tasks_rows_go_in_env_kwargs_beside_the_task_indices():
+    rows = [{"question": f"What is {n} + {n}?", "answer": 2 * n, "expression": f"{n}+{n}"}
+            for n in (3, 5, 7)]  # fmt: skip
+    episodes = boltzoo.rollout(
+        "math-v0", {"solver": CountingPolicy()}, tasks=[2, 0], env_kwargs={"tasks": rows},
+        progress=False,
+    )  # fmt: skip
+    played = boltzoo.make("math-v0", tasks=rows).unwrapped.tasks
+    assert [e.task_id for e in episodes] == [played[2].task_id, played[0].task_id]
+    assert all(e.success for e in episodes)
+    with pytest.raises(TypeError, match=r"given twice: \['level'\]"):
+        boltzoo.rollout("math-v0", {"solver": CountingPolicy()}, episodes=1, progress=False,
+                        env_kwargs={"level": "easy"}, level="hard")  # fmt: skip

@@ -238,7 +238,7 @@ class Samplers:
         seed: int = 0,
         greedy: bool = False,
         episode_timeout_s: float | None = None,
-        **env_kwargs: Any,
+        env_kwargs: Mapping[str, Any] | None = None,
     ) -> list[Episode]:
         """Play ``tasks`` (each ``group_size`` times) with every agent's policy
         (:meth:`by_agent`) here, or with the workers' copies; ``greedy`` decodes at temperature
@@ -252,7 +252,7 @@ class Samplers:
                 episode_timeout_s=episode_timeout_s,
                 progress=False,
                 greedy=greedy,
-                **env_kwargs,
+                env_kwargs=env_kwargs,
             )
         with greedy_sampling(self.named().values()) if greedy else contextlib.nullcontext():
             return rollout(
@@ -263,7 +263,7 @@ class Samplers:
                 seed=seed,
                 episode_timeout_s=episode_timeout_s,
                 progress=False,
-                **env_kwargs,
+                env_kwargs=env_kwargs,
             )
 
     def close(self) -> None:

@@ -50,7 +50,7 @@ def test_a_tiny_model_learns_from_a_programs_calls_and_the_reward_it_reports(
     config = tokens_config(
         tmp_path,
         env="prompts-v0",
-        env_kwargs={"rows": PROMPTS},
+        env_kwargs={"tasks": PROMPTS},
         agent_command=f"{sys.executable} {PROGRAMS}/token_reward.py",
         steps=6,
         epochs_per_step=4,
@@ -71,7 +71,7 @@ def test_only_the_selected_role_of_a_program_learns_the_other_calls_the_frozen_m
     config = trainer_config(
         tmp_path,
         env="prompts-v0",
-        env_kwargs={"rows": PROMPTS},
+        env_kwargs={"tasks": PROMPTS},
         agent_command=f"{sys.executable} {PROGRAMS}/two_roles.py",
         agent_roles=["critic"],
         train_agents=["critic"],
