@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import signal
 import sys
@@ -32,6 +33,7 @@ from typing import Any
 
 from boltzoo.agents.scripted import SCRIPTED_POLICIES
 from boltzoo.episode import Episode
+from boltzoo.errors import ConfigError
 from boltzoo.lightningrl.config import TrainerConfig, choices
 from boltzoo.lightningrl.curriculum import task_pools
 from boltzoo.registration import make, registered_envs, resolve_env_id
@@ -274,7 +276,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def _config_flags(parser: argparse.ArgumentParser, config_class: type) -> None:
     """Add one flag per field of a config dataclass (``--tasks-per-step``), with its help text;
-    ``env`` and ``model`` are the command's own arguments."""
+    ``env`` and ``model`` are the command's own arguments. A flag's value is parsed as its field's
+    type says (a bad value is argparse's one-line error, exit 2, before anything loads); a flag
+    left out leaves the field alone, and ``none`` sets an optional one to None."""
     import dataclasses
 
     allowed = choices(config_class)
@@ -282,20 +286,77 @@ def _config_flags(parser: argparse.ArgumentParser, config_class: type) -> None:
         if f.name in ("env", "model"):
             continue
         flag = "--" + f.name.replace("_", "-")
-        kind = type(f.default) if f.default is not dataclasses.MISSING else None
+        given = {"default": argparse.SUPPRESS, "help": f.metadata["help"]}
         if f.name in allowed:  # one of the config's own list
             values = [v for v in allowed[f.name] if v is not None]
-            parser.add_argument(flag, choices=values, default=None, help=f.metadata["help"])
-        elif kind is bool:  # --flag alone means true; --flag false turns it off
-            parser.add_argument(
-                flag, type=_parse_bool, nargs="?", const=True, default=None, help=f.metadata["help"]
-            )
-        elif kind in (int, float):
-            parser.add_argument(flag, type=kind, default=None, help=f.metadata["help"])
+            parser.add_argument(flag, choices=values, **given)
+        elif f.type == "bool":  # --flag alone means true; --flag false turns it off
+            parser.add_argument(flag, type=_parse_bool, nargs="?", const=True, **given)
+        elif f.type in ("int", "float", "int | None", "float | None"):
+            parser.add_argument(flag, type=_number_parser(f.type), **given)
         elif f.type in ("str", "str | None"):  # taken as written: --output-dir 2024 is a folder
-            parser.add_argument(flag, type=str, default=None, help=f.metadata["help"])
-        else:  # optional numbers, lists and dicts: JSON when it parses, else the string
-            parser.add_argument(flag, type=_parse_value, default=None, help=f.metadata["help"])
+            parser.add_argument(flag, type=str, **given)
+        elif f.type.startswith("dict"):
+            parser.add_argument(flag, type=_json_parser(dict, "a JSON object"), **given)
+        elif f.type.startswith("list"):  # a JSON list (or one string, where the field takes one)
+            parse = _json_parser(list, "a JSON list", text="| str" in f.type)
+            parser.add_argument(flag, type=parse, **given)
+        else:
+            raise TypeError(f"no command-line parser for {f.name}: {f.type}")
+
+
+def _bounded(kind: type, low: float, high: float = math.inf, *, low_allowed: bool = True) -> Any:
+    """An argparse type: a ``kind`` number within ``[low, high]`` (``(low, high]`` when ``low``
+    itself is not allowed); anything else is argparse's one-line error."""
+
+    def parse(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = math.nan
+        if not ((value >= low if low_allowed else value > low) and value <= high):
+            bound = f"{'at least' if low_allowed else 'above'} {low:g}"
+            bound += f" and at most {high:g}" if high < math.inf else ""
+            words = "a number" if kind is float else "a whole number"
+            raise argparse.ArgumentTypeError(f"expected {words} {bound}, got {text!r}")
+        return value
+
+    return parse
+
+
+def _number_parser(annotation: str) -> Any:
+    kind = float if annotation.startswith("float") else int
+    optional = annotation.endswith("| None")
+
+    def parse(text: str) -> int | float | None:
+        if optional and text.lower() in ("none", "null"):
+            return None
+        try:
+            return kind(text)
+        except ValueError:
+            words = "a number" if kind is float else "a whole number"
+            raise argparse.ArgumentTypeError(
+                f"expected {words}{' or none' if optional else ''}, got {text!r}"
+            ) from None
+
+    return parse
+
+
+def _json_parser(kind: type, words: str, *, text: bool = False) -> Any:
+    def parse(value: str) -> Any:
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError as error:
+            if text:
+                return value
+            raise argparse.ArgumentTypeError(f"expected {words}: {error}") from None
+        if isinstance(parsed, str) and text:
+            return parsed
+        if not isinstance(parsed, kind):
+            raise argparse.ArgumentTypeError(f"expected {words}, got {value!r}")
+        return parsed
+
+    return parse
 
 
 def _given_config(args: argparse.Namespace, config_class: type) -> dict[str, Any]:
@@ -305,7 +366,7 @@ def _given_config(args: argparse.Namespace, config_class: type) -> dict[str, Any
     given = {
         f.name: getattr(args, f.name)
         for f in dataclasses.fields(config_class)
-        if f.name not in ("env", "model") and getattr(args, f.name) is not None
+        if f.name not in ("env", "model") and hasattr(args, f.name)
     }
     given["env"] = resolve_env_id(args.env)
     if args.model is not None:
@@ -345,6 +406,51 @@ def _print_held_out(run_dir: str) -> None:
             print(f"task by task: {paired_outcomes(first, last)}")
 
 
+def _overwrite_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="start afresh in an --output-dir that holds a run: its metrics and checkpoints are "
+        "deleted first (else such a folder is refused)",
+    )
+
+
+def _claim_run_folder(config: Any, given: dict[str, Any], args: argparse.Namespace) -> None:
+    """Check (or with --overwrite clear) the run folder, and read the checkpoints the run will
+    start from, before anything heavy starts: a bad folder is one line and exit 2, not a
+    traceback after the model loaded. A warm start's model and LoRA settings are taken."""
+    from pathlib import Path
+
+    from boltzoo.agents.models import resolve_model
+    from boltzoo.errors import RunFolderError
+    from boltzoo.lightningrl.checkpoint import (
+        adopt_weight_settings,
+        check_run_folder,
+        clear_run_folder,
+        latest_checkpoint,
+        load_checkpoint,
+    )
+
+    output_dir = Path(config.output_dir)
+    resume = getattr(args, "resume", False)
+    if resume and args.overwrite:
+        raise ConfigError("--resume continues a run, --overwrite deletes it: give one of them")
+    if args.overwrite and output_dir.is_dir():
+        clear_run_folder(output_dir)
+    check_run_folder(output_dir, resume=resume)
+    try:
+        output_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise RunFolderError(f"output_dir {str(output_dir)!r} cannot be made: {error}") from None
+    if not os.access(output_dir, os.W_OK):
+        raise RunFolderError(f"output_dir {str(output_dir)!r} is not writable")
+    if config.init_from:
+        load_checkpoint(adopt_weight_settings(config, config.init_from, given=set(given)))
+    resolve_model(config.model)  # the model is found (it loads later)
+    if resume and (folder := latest_checkpoint(output_dir / "checkpoints")) is not None:
+        load_checkpoint(folder)
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -357,6 +463,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         config = TrainerConfig.load(saved, **given)
     else:
         config = TrainerConfig(**given)
+    _claim_run_folder(config, given, args)
     trainer = Trainer(config)
     if args.resume and not trainer.resume():
         print("boltzoo: nothing to resume in", config.output_dir, "- starting afresh", flush=True)
@@ -379,7 +486,9 @@ def cmd_sft(args: argparse.Namespace) -> int:
     from boltzoo.lightningrl.config import SFTConfig
     from boltzoo.lightningrl.sft import SFTTrainer
 
-    config = SFTConfig(**_given_config(args, SFTConfig))
+    given = _given_config(args, SFTConfig)
+    config = SFTConfig(**given)
+    _claim_run_folder(config, given, args)
     with SFTTrainer(config) as trainer:  # (a framework's gateways stop on leaving)
         config.save(Path(config.output_dir) / "config.json")
         history = trainer.train()
@@ -513,12 +622,14 @@ def _play_arguments(parser: argparse.ArgumentParser, split: str) -> None:
         help="a model for every agent: smollm2-135m or a local transformers folder (with a "
         "scripted --policy, the model replaces it)",
     )
-    parser.add_argument("--max-new-tokens", type=int, default=256)
-    parser.add_argument("--temperature", type=float, default=0.0, help="0: greedy decoding")
-    parser.add_argument("--top-p", type=float, default=1.0)
+    parser.add_argument("--max-new-tokens", type=_bounded(int, 1), default=256)
+    parser.add_argument(
+        "--temperature", type=_bounded(float, 0), default=0.0, help="0: greedy decoding"
+    )
+    parser.add_argument("--top-p", type=_bounded(float, 0, 1, low_allowed=False), default=1.0)
     parser.add_argument(
         "--episodes",
-        type=int,
+        type=_bounded(int, 1),
         default=None,
         help="default: every task of the split; fewer are spread evenly over it",
     )
@@ -527,7 +638,7 @@ def _play_arguments(parser: argparse.ArgumentParser, split: str) -> None:
     _add_env_arg(parser)
     parser.add_argument(
         "--workers",
-        type=int,
+        type=_bounded(int, 0),
         default=0,
         help="play on this many Ray workers (boltzoo[ray]; 0: in this process)",
     )
@@ -569,12 +680,12 @@ def _play_arguments(parser: argparse.ArgumentParser, split: str) -> None:
     )
     program.add_argument(
         "--agent-timeout-s",
-        type=float,
+        type=_bounded(float, 0, low_allowed=False),
         default=120.0,
         help="a turn running longer (a service: silent longer) is killed and its episode fails",
     )
     program.add_argument(
-        "--agent-concurrency", type=int, default=16, help="agent turns running at once"
+        "--agent-concurrency", type=_bounded(int, 1), default=16, help="agent turns running at once"
     )
     program.add_argument(
         "--agent-claim-timeout-s",
@@ -589,11 +700,18 @@ def _play_arguments(parser: argparse.ArgumentParser, split: str) -> None:
     )
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a bad argument said in one line (not the usage of 60 flags above it)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the ``boltzoo`` argument parser."""
     from boltzoo.lightningrl.config import SFTConfig
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="boltzoo",
         description="LLM agent workflows as PettingZoo envs, and LightningRL to train them",
     )
@@ -605,7 +723,9 @@ def build_parser() -> argparse.ArgumentParser:
         "check", help="check an env against boltzoo's env contract (boltzoo.envs.check_env)"
     )
     check.add_argument("env", help="env id, or module:callable")
-    check.add_argument("--episodes", type=int, default=4, help="tasks each scripted policy plays")
+    check.add_argument(
+        "--episodes", type=_bounded(int, 1), default=4, help="tasks each scripted policy plays"
+    )
     _add_env_arg(check)
 
     ev = sub.add_parser("eval", help="evaluate a policy on an env's tasks")
@@ -626,6 +746,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="continue the run in --output-dir (flags given here override its saved config)",
     )
+    _overwrite_flag(train)
     _config_flags(train, TrainerConfig)
 
     sft = sub.add_parser(
@@ -633,16 +754,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sft.add_argument("env", help="env id, e.g. math-v0")
     sft.add_argument("--model", default=None, help="smollm2-135m or a local model folder")
+    _overwrite_flag(sft)
     _config_flags(sft, SFTConfig)
 
     serve = sub.add_parser("serve", help="serve a model behind the OpenAI-compatible gateway")
     serve.add_argument("--model", default="smollm2-135m")
     serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--port", type=_bounded(int, 0, 65535), default=8000)
     serve.add_argument("--api-key", default=None)
-    serve.add_argument("--max-new-tokens", type=int, default=256)
-    serve.add_argument("--temperature", type=float, default=1.0)
-    serve.add_argument("--top-p", type=float, default=1.0)
+    serve.add_argument("--max-new-tokens", type=_bounded(int, 1), default=256)
+    serve.add_argument("--temperature", type=_bounded(float, 0), default=1.0)
+    serve.add_argument("--top-p", type=_bounded(float, 0, 1, low_allowed=False), default=1.0)
     serve.add_argument("--seed", type=int, default=0)
     serve.add_argument(
         "--record-to",
@@ -651,18 +773,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--record-ttl-s",
-        type=float,
+        type=_bounded(float, 0, low_allowed=False),
         default=3600.0,
         help="seconds a call stays readable at GET /sessions/ID (without --record-to)",
     )
     serve.add_argument(
         "--max-pending",
-        type=int,
+        type=_bounded(int, 1),
         default=4096,
         help="requests waiting or in the model beyond this get 429 (with Retry-After)",
     )
     serve.add_argument(
-        "--request-timeout-s", type=float, default=600.0, help="beyond it, a request gets 504"
+        "--request-timeout-s",
+        type=_bounded(float, 0, low_allowed=False),
+        default=600.0,
+        help="beyond it, a request gets 504",
     )
 
     plot = sub.add_parser(
@@ -677,7 +802,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     plot.add_argument("--labels", nargs="+", default=None, help="names of the runs in compare.png")
     plot.add_argument(
-        "--window", type=int, default=10, help="compare.png: steps in the training-success mean"
+        "--window",
+        type=_bounded(int, 1),
+        default=10,
+        help="compare.png: steps in the training-success mean",
     )
 
     compare = sub.add_parser(

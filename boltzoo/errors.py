@@ -52,6 +52,15 @@ class MissingDependencyError(BoltzooError, ImportError):
     """An optional package is not installed; the message names the install command."""
 
 
+class ConfigError(BoltzooError, ValueError):
+    """A setting that cannot work: a value out of its range, settings that contradict each
+    other, a malformed value on the command line."""
+
+
+class ModelNotFoundError(BoltzooError, FileNotFoundError):
+    """A model name that is neither a bundled model nor a local transformers folder."""
+
+
 class RunFolderError(BoltzooError, OSError):
     """A run folder that cannot serve: it holds an earlier run, or lacks the checkpoint asked
     for, or its weights do not fit this run's model and adapters."""

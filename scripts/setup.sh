@@ -60,8 +60,8 @@ case "$job" in
         -e level=easy -e max_turns=3 -e few_shot=false --out "$DEMO_DIR/demos.jsonl" --quiet
     fi
     if [ ! -f "$DEMO_DIR/sft/checkpoints/latest" ]; then
-      rm -rf "$DEMO_DIR/sft"  # an SFT run killed before its checkpoint: start it again
-      boltzoo sft math-v0 --model smollm2-135m --demos "$DEMO_DIR/demos.jsonl" \
+      # (an SFT run killed before its checkpoint starts again: --overwrite)
+      boltzoo sft math-v0 --model smollm2-135m --demos "$DEMO_DIR/demos.jsonl" --overwrite \
         --output-dir "$DEMO_DIR/sft" --env-kwargs "$ENV_KWARGS" --seed "$SEED" \
         --epochs 1 --batch-size 4 --lr 5e-4 --lora-r 16 --lora-alpha 32 \
         --eval-tasks 100 --max-new-tokens 48 "${PROGRAM[@]}"

@@ -248,7 +248,7 @@ def test_rollout_records_demonstrations_that_sft_learns_and_export_writes(
     assert (tmp_path / "exported" / "model.safetensors").exists()
     # a second run into the same folder is refused, in one line
     assert main([*sft, *flags]) == 2
-    assert "earlier run" in capsys.readouterr().err
+    assert "holds a run" in capsys.readouterr().err
 
 
 def test_string_flags_are_taken_as_written_and_json_flags_parsed():

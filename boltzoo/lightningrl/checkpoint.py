@@ -1,7 +1,9 @@
 """Checkpoints that a killed run can never corrupt.
 
 A checkpoint is a folder ``checkpoints/step-000042`` holding the trained weights
-(``model.safetensors``), the optimiser and scheduler states, the RNG states and the config. It is
+(``model.safetensors``), the optimiser and scheduler states, the RNG states and the config
+(``state.pt``: tensors and plain data only, read with ``weights_only=True``, so a run folder from
+elsewhere can never run code here; ``latest`` may only name a checkpoint of its own folder). It is
 written in full to a hidden temporary folder, flushed to disk, and only then renamed into place;
 the file ``checkpoints/latest`` (replaced atomically too) names the newest. A run killed at any
 moment leaves either the previous checkpoint or the new one, never half of one: leftover
@@ -13,15 +15,21 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
+import re
 import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
+from boltzoo.errors import RunFolderError
+
 LATEST = "latest"
+_STEP_NAME = re.compile(r"step-\d{6,}")
 
 
 def _fsync_tree(folder: Path) -> None:
@@ -64,7 +72,7 @@ def save_checkpoint(
     # clone(): tied weights share storage, which safetensors refuses to write twice
     tensors = {k: v.detach().cpu().clone() for k, v in weights.items()}
     save_file(tensors, tmp / "model.safetensors")
-    torch.save(state, tmp / "state.pt")
+    torch.save(_plain(state), tmp / "state.pt")
     (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     _fsync_tree(tmp)
     if final.exists():  # the same step saved again: the old copy stays until the new is in
@@ -85,12 +93,35 @@ def save_checkpoint(
     return final
 
 
+def _plain(value: Any) -> Any:
+    """``value`` with numpy arrays as lists (NumPy's RNG state holds one), so that a safe load
+    (``weights_only=True``) reads it back."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_plain(v) for v in value)
+    return value
+
+
 def latest_checkpoint(root: str | Path) -> Path | None:
-    """Return the newest complete checkpoint under ``root``, or None."""
+    """Return the newest complete checkpoint under ``root``, or None.
+
+    Raises:
+        RunFolderError: ``latest`` names anything but a checkpoint folder of ``root`` (a path
+            elsewhere, ``..``): a run folder never leads outside itself.
+    """
     root = Path(root)
     pointer = root / LATEST
-    if pointer.exists():
-        folder = root / pointer.read_text().strip()
+    if pointer.is_file():
+        name = pointer.read_text(errors="replace").strip()
+        if not _STEP_NAME.fullmatch(name):
+            raise RunFolderError(
+                f"{pointer} names {name[:80]!r}, not a checkpoint of its folder (step-NNNNNN): "
+                "a run folder never leads outside itself"
+            )
+        folder = root / name
         if (folder / "state.pt").exists():
             return folder
     # a save killed between moving a step's old copy aside and renaming the new one in
@@ -103,9 +134,160 @@ def latest_checkpoint(root: str | Path) -> Path | None:
     return max(finished, key=_step_of) if finished else None
 
 
+# What older checkpoints' state.pt hold beyond tensors and plain data: NumPy's RNG state array.
+# Rebuilding an array runs no code of the file's choosing.
+_NUMPY_ARRAYS = [
+    (np._core if hasattr(np, "_core") else np.core).multiarray._reconstruct, np.ndarray, np.dtype,
+    type(np.dtype(np.uint32)),
+]  # fmt: skip
+
+
+# What a run writes in its folder: what mixes with a second run's, or misleads beside it.
+RUN_FILES = ("metrics.jsonl", "checkpoints", "tensorboard", "learning_curve.png", "loss.png",
+             "throughput.png")  # fmt: skip
+
+
+def logged_steps(output_dir: str | Path) -> list[int]:
+    """Return the steps of the rows in a run folder's ``metrics.jsonl`` (none: ``[]``)."""
+    path = Path(output_dir) / "metrics.jsonl"
+    if not path.is_file():
+        return []
+    steps = []
+    for line in path.read_text(errors="replace").splitlines():
+        try:
+            steps.append(int(json.loads(line)["step"]))
+        except (ValueError, KeyError, TypeError):
+            steps.append(-1)  # a row of something, all the same
+    return steps
+
+
+def check_run_folder(output_dir: str | Path, *, resume: bool) -> None:
+    """Refuse to start a run where another one is, so that no run's history is ever mixed with
+    or overwritten by another's (cheap: it reads no model).
+
+    A folder holds a run when its ``metrics.jsonl`` has rows or ``checkpoints`` has a step.
+    Without ``resume`` such a folder is refused; with it, a folder with a checkpoint is resumed,
+    and one with no checkpoint is refused unless nothing was trained yet (only the step-0
+    evaluation logged: the resumed run does it again).
+
+    Raises:
+        RunFolderError: the folder holds a run that this start would mix with; the message says
+            how to continue it, start afresh (``--overwrite``) or go elsewhere.
+    """
+    folder = Path(output_dir)
+    if folder.exists() and not folder.is_dir():
+        raise RunFolderError(f"output_dir {str(folder)!r} is a file, not a folder")
+    steps = logged_steps(folder)
+    checkpoints = folder / "checkpoints"
+    saved = sorted(p.name for p in checkpoints.glob("step-*")) if checkpoints.is_dir() else []
+    if not steps and not saved:
+        return
+    if resume:
+        if latest_checkpoint(checkpoints) is not None:
+            return
+        if not saved and max(steps) <= 0:
+            return
+    held = ", ".join(
+        ([f"metrics to step {max(steps)}"] if steps else [])
+        + ([f"checkpoint {saved[-1]}"] if saved else [])
+    )
+    how = "and no checkpoint to resume from" if resume else "(--resume continues it)"
+    raise RunFolderError(
+        f"{folder} holds a run ({held}) {how}: --overwrite starts afresh there, deleting its "
+        "metrics and checkpoints, or give another --output-dir"
+    )
+
+
+# The settings that make a run's weights what they are: a run that starts from them takes them.
+WEIGHT_SETTINGS = ("model", "lora_r", "lora_alpha", "lora_target_modules")
+
+
+def adopt_weight_settings(config: Any, run_dir: str | Path, given: Any = None) -> Path:
+    """Give ``config`` the model and LoRA settings of ``run_dir``'s latest checkpoint (a warm
+    start needs them all the same); return that checkpoint's folder.
+
+    A setting in ``given`` (the names set on a command line), or without ``given`` one that
+    differs from its default, is the user's: it must equal the saved one.
+
+    Raises:
+        RunFolderError: no checkpoint in ``run_dir``, or a setting of the user's that differs
+            from the saved run's (the message names both).
+    """
+    import dataclasses
+
+    run_dir = Path(run_dir)
+    folder = latest_checkpoint(run_dir / "checkpoints")
+    if folder is None:
+        raise RunFolderError(
+            f"init_from={str(run_dir)!r}: no checkpoint in {run_dir / 'checkpoints'}"
+        )
+    try:
+        saved = json.loads((folder / "config.json").read_text())
+    except (OSError, ValueError) as error:
+        raise RunFolderError(f"{folder / 'config.json'} cannot be read: {error}") from None
+    defaults = {f.name: f.default for f in dataclasses.fields(config)}
+    clashes = []
+    for name in WEIGHT_SETTINGS:
+        if name not in saved or getattr(config, name) == saved[name]:
+            continue
+        mine = name in given if given is not None else getattr(config, name) != defaults[name]
+        if mine:
+            clashes.append(f"{name}={getattr(config, name)!r} (it has {saved[name]!r})")
+        else:
+            setattr(config, name, saved[name])
+    if clashes:
+        raise RunFolderError(
+            f"init_from={str(run_dir)!r} trained other weights than this run asks for: "
+            f"{', '.join(clashes)}; leave these settings out to take the run's"
+        )
+    return folder
+
+
+def clear_run_folder(output_dir: str | Path) -> None:
+    """Delete what a run wrote in ``output_dir`` (:data:`RUN_FILES`): ``--overwrite``."""
+    folder = Path(output_dir)
+    for name in RUN_FILES:
+        path = folder / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.exists() or path.is_symlink():
+            path.unlink()
+
+
 def load_checkpoint(folder: str | Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """Return ``(weights, state)`` of a checkpoint folder."""
+    """Return ``(weights, state)`` of a checkpoint folder.
+
+    ``state.pt`` is read with ``weights_only=True``: tensors and plain data (and NumPy arrays of
+    older checkpoints) only, never code.
+
+    Raises:
+        RunFolderError: a file is missing, damaged (truncated, not what its name says) or holds
+            objects boltzoo never writes; the message names the file.
+    """
     folder = Path(folder)
-    weights = load_file(folder / "model.safetensors")
-    state = torch.load(folder / "state.pt", weights_only=False)
+    try:
+        weights = load_file(folder / "model.safetensors")
+    except Exception as error:  # safetensors raises its own SafetensorError, or OSError
+        raise RunFolderError(
+            f"{folder / 'model.safetensors'} cannot be read ({type(error).__name__}: "
+            f"{str(error)[:200]}): a damaged or foreign checkpoint"
+        ) from None
+    try:
+        with torch.serialization.safe_globals(_NUMPY_ARRAYS):
+            state = torch.load(folder / "state.pt", weights_only=True)
+    except Exception as error:  # truncated or not a torch file: RuntimeError, OSError, EOFError
+        lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+        refused = [line for line in lines if "GLOBAL" in line]  # what weights_only turned away
+        if isinstance(error, pickle.UnpicklingError) and refused:
+            raise RunFolderError(
+                f"{folder / 'state.pt'} holds objects that boltzoo never writes, refused unread "
+                f"(a run folder from elsewhere never runs code here): {refused[0][:200]}"
+            ) from None
+        detail = f"{type(error).__name__}: {lines[0][:160]}" if lines else type(error).__name__
+        raise RunFolderError(
+            f"{folder / 'state.pt'} cannot be read ({detail}): a damaged checkpoint (a copy cut "
+            "short?), or not a checkpoint at all"
+        ) from None
+    if not isinstance(state, dict):
+        raise RunFolderError(f"{folder / 'state.pt'} is not a boltzoo checkpoint's state")
     return weights, state

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin, get_type_hints
+
+from boltzoo.errors import ConfigError
 
 
 def _help(text: str, **kwargs: Any) -> Any:
@@ -40,6 +43,55 @@ def choices(config_class: type) -> dict[str, tuple[Any, ...]]:
             literal = next(a for a in args if get_origin(a) is Literal)
             found[name] = (None, *get_args(literal)) if type(None) in args else get_args(literal)
     return found
+
+
+# (low, high, whether low itself is allowed): a value out of its range, or NaN, fails at
+# construction; None passes where a field may be None.
+_RANGES: dict[str, tuple[float, float, bool]] = {
+    "lr": (0.0, math.inf, False),
+    "weight_decay": (0.0, math.inf, True),
+    "warmup_steps": (0, math.inf, True),
+    "max_grad_norm": (0.0, math.inf, False),
+    "temperature": (0.0, math.inf, False),
+    "top_p": (0.0, 1.0, False),
+    "gamma": (0.0, 1.0, True),
+    "clip_eps": (0.0, math.inf, False),
+    "clip_eps_high": (0.0, math.inf, False),
+    "dual_clip": (1.0, math.inf, False),
+    "kl_coef": (0.0, math.inf, True),
+    "entropy_coef": (0.0, math.inf, True),
+    "replay_coef": (0.0, math.inf, True),
+    "eval_every": (0, math.inf, True),
+    "eval_tasks": (0, math.inf, True),
+    "save_every": (0, math.inf, True),
+    "max_train_minutes": (0.0, math.inf, False),
+    "episode_timeout_s": (0.0, math.inf, False),
+    "micro_batch_tokens": (1, math.inf, True),
+    "max_prompt_tokens": (1, math.inf, True),
+    "lora_alpha": (0.0, math.inf, False),
+    "lora_dropout": (0.0, 1.0, True),
+    "epochs": (1, math.inf, True),
+    "batch_size": (1, math.inf, True),
+}
+
+
+def check_ranges(config: Any, ranges: dict[str, tuple[float, float, bool]]) -> None:
+    """Raise ConfigError for the first field of ``config`` outside its range in ``ranges``.
+
+    A field must be a number (not a bool, not text), finite where its range is, and within
+    ``[low, high]`` (``(low, high]`` where ``low`` itself is not allowed); None passes.
+    """
+    for name, (low, high, low_allowed) in ranges.items():
+        value = getattr(config, name, None)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"{name} must be a number, got {value!r}")
+        above = value >= low if low_allowed else value > low
+        if not (above and value <= high):  # (NaN fails both)
+            bound = f"{'at least' if low_allowed else 'above'} {low:g}"
+            bound += f" and at most {high:g}" if high < math.inf else ""
+            raise ConfigError(f"{name} must be {bound}, got {value!r}")
 
 
 @dataclass
@@ -251,15 +303,15 @@ class TrainerConfig:
             self.replay_demos = [self.replay_demos]
         for name, allowed in choices(type(self)).items():
             if getattr(self, name) not in allowed:
-                raise ValueError(f"{name}={getattr(self, name)!r}; choose one of {allowed}")
+                raise ConfigError(f"{name}={getattr(self, name)!r}; choose one of {allowed}")
         if self.sampler == "vllm" and self.top_p < 1:
-            raise ValueError(
+            raise ConfigError(
                 f"sampler='vllm' with top_p={self.top_p}: vLLM reports logprobs after top-p "
                 "truncation, the learner's ratios need them before it; use top_p=1 with vllm, "
                 "or the copy sampler"
             )
         if self.rollout_workers < 0:
-            raise ValueError(f"rollout_workers must be 0 or more, got {self.rollout_workers}")
+            raise ConfigError(f"rollout_workers must be 0 or more, got {self.rollout_workers}")
         for name in (
             "steps",
             "tasks_per_step",
@@ -269,33 +321,35 @@ class TrainerConfig:
             "replay_calls",
         ):
             if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+                raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
         if not 0.0 < self.task_pool_decay <= 1.0:
-            raise ValueError(f"task_pool_decay must be in (0, 1], got {self.task_pool_decay}")
+            raise ConfigError(f"task_pool_decay must be in (0, 1], got {self.task_pool_decay}")
         if self.lora_r < 0:
-            raise ValueError(f"lora_r must be 0 (full weights) or a rank > 0, got {self.lora_r}")
+            raise ConfigError(f"lora_r must be 0 (full weights) or a rank > 0, got {self.lora_r}")
         if not isinstance(self.policy_map, dict):
-            raise ValueError(f"policy_map maps agents to policy names, got {self.policy_map!r}")
+            raise ConfigError(f"policy_map maps agents to policy names, got {self.policy_map!r}")
         if self.agent_command is not None and self.agent_service is not None:
-            raise ValueError("an agent program is a command or a service: give one of them")
+            raise ConfigError("an agent program is a command or a service: give one of them")
         program = self.agent_command or self.agent_service
         if self.agent_command is not None and not (
             isinstance(self.agent_command, str) and self.agent_command.strip()
         ):
-            raise ValueError(f"agent_command must be a command line: {self.agent_command!r}")
+            raise ConfigError(f"agent_command must be a command line: {self.agent_command!r}")
         if program is not None and self.framework is not None:
-            raise ValueError(
+            raise ConfigError(
                 "framework and an agent program both say who plays the agents: give one of them"
             )
         if self.agent_roles and program is None:
-            raise ValueError(
+            raise ConfigError(
                 "agent_roles names the roles of an agent program: give agent_command or "
                 "agent_service"
             )
         if self.agent_concurrency < 1:
-            raise ValueError(f"agent_concurrency must be at least 1, got {self.agent_concurrency}")
+            raise ConfigError(f"agent_concurrency must be at least 1, got {self.agent_concurrency}")
         if not self.agent_timeout_s > 0:
-            raise ValueError(f"agent_timeout_s must be positive, got {self.agent_timeout_s}")
+            raise ConfigError(f"agent_timeout_s must be positive, got {self.agent_timeout_s}")
+        check_ranges(self, _RANGES)
+
 
     def to_dict(self) -> dict[str, Any]:
         """Return the config as plain JSON values."""
@@ -402,9 +456,7 @@ class SFTConfig:
     def __post_init__(self) -> None:
         if isinstance(self.demos, str):
             self.demos = [self.demos]
-        for name in ("epochs", "batch_size"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        check_ranges(self, _RANGES)
         self.trainer_config()  # its checks (choices, lora_r) apply to these fields too
 
     def trainer_config(self) -> TrainerConfig:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from boltzoo.envs.data.cache import write_folder
-from boltzoo.errors import DatasetError
+from boltzoo.errors import DatasetError, RunFolderError
 from boltzoo.lightningrl.checkpoint import latest_checkpoint, load_checkpoint
 
 METRICS = "metrics.jsonl"
@@ -373,7 +373,7 @@ def export_run(run_dir: str | Path, out_dir: str | Path) -> Path:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from boltzoo.agents.models import resolve_model
-    from boltzoo.lightningrl.weights import add_lora_adapters, merged_state_dict
+    from boltzoo.lightningrl.weights import add_lora_adapters, lora_state_dict, merged_state_dict
 
     run_dir, out = Path(run_dir), Path(out_dir)
     folder = latest_checkpoint(run_dir / "checkpoints")
@@ -396,7 +396,13 @@ def export_run(run_dir: str | Path, out_dir: str | Path) -> Path:
             dropout=config["lora_dropout"],
             target_modules=config["lora_target_modules"],
         )
-        lora_model.load_state_dict(weights, strict=False)
+        expected = set(lora_state_dict(lora_model))
+        if set(weights) != expected:  # a name mismatch would export the base model unchanged
+            raise RunFolderError(
+                f"{folder}: the checkpoint's LoRA weights do not fit the adapters its config.json "
+                f"describes ({sorted(set(weights) ^ expected)[:3]} ...)"
+            )
+        lora_model.load_state_dict(weights, strict=False)  # the base weights are the model's
         policy_weights = {name: merged_state_dict(lora_model, name) for name in names}
         model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)  # a plain one
     elif len(names) == 1:

@@ -30,7 +30,6 @@ from __future__ import annotations
 import json
 import math
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -38,7 +37,8 @@ import torch
 from tqdm.auto import tqdm
 
 from boltzoo.episode import Episode, load_episodes
-from boltzoo.errors import DatasetError, RunFolderError
+from boltzoo.errors import DatasetError
+from boltzoo.lightningrl.checkpoint import check_run_folder
 from boltzoo.lightningrl.config import SFTConfig
 from boltzoo.lightningrl.memory import release_freed_memory
 from boltzoo.lightningrl.trainer import Trainer
@@ -54,11 +54,7 @@ class SFTTrainer(Trainer):
     def __init__(self, config: SFTConfig, *, model: Any = None, tokenizer: Any = None):
         if not config.demos:
             raise DatasetError("SFT needs demonstrations: demos=[an Episode JSONL file]")
-        if (Path(config.output_dir) / "metrics.jsonl").exists():
-            raise RunFolderError(
-                f"{config.output_dir} holds an earlier run (metrics.jsonl); SFT runs are short "
-                "and start afresh: choose another output_dir"
-            )
+        check_run_folder(config.output_dir, resume=False)
         self.sft_config = config
         super().__init__(config.trainer_config(), model=model, tokenizer=tokenizer)
         episodes = [e for path in config.demos for e in load_episodes(path)]

@@ -46,7 +46,13 @@ from boltzoo.agents.models import load_model
 from boltzoo.episode import load_episodes
 from boltzoo.errors import DatasetError, MissingDependencyError, RunFolderError
 from boltzoo.lightningrl.advantages import compute_advantages
-from boltzoo.lightningrl.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from boltzoo.lightningrl.checkpoint import (
+    adopt_weight_settings,
+    check_run_folder,
+    latest_checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+)
 from boltzoo.lightningrl.config import TrainerConfig
 from boltzoo.lightningrl.curriculum import LearnabilitySampler, task_pools
 from boltzoo.lightningrl.loss import aggregate, policy_loss
@@ -104,8 +110,11 @@ class Trainer:
         agent_builders: dict[str, Any] | None = None,
     ):
         self.config = cfg = config
+        if cfg.init_from:  # a warm start's model and LoRA settings, unless set otherwise
+            adopt_weight_settings(cfg, cfg.init_from)
         self.env_id = resolve_env_id(cfg.env)
         self.output_dir = Path(cfg.output_dir)
+        self.resume_asked = False  # (then train() leaves the folder check to resume())
         self.output_dir.mkdir(parents=True, exist_ok=True)
         self.checkpoint_dir = self.output_dir / "checkpoints"
         self.metrics_path = self.output_dir / "metrics.jsonl"
@@ -113,8 +122,9 @@ class Trainer:
 
         device = cfg.device or ("cuda" if torch.cuda.is_available() else "cpu")
         if model is None:
-            model, tokenizer = load_model(cfg.model, device=device)
-            model = model.float()  # the learner's master weights stay fp32; bf16 is autocast
+            # the learner's master weights are fp32 as stored (bf16 is autocast), never a bf16
+            # load cast up
+            model, tokenizer = load_model(cfg.model, device=device, dtype=torch.float32)
         self.device = torch.device(device)
         # on a CPU, small micro-batches are faster and keep activations to a few GB
         self.micro_batch_tokens = cfg.micro_batch_tokens or (
@@ -409,7 +419,7 @@ class Trainer:
             group_size=cfg.group_size,
             seed=cfg.seed * 1_000_003 + self.step * 1_009,
             episode_timeout_s=cfg.episode_timeout_s,
-            **cfg.env_kwargs,
+            env_kwargs=cfg.env_kwargs,
         )
         rollout_seconds = time.perf_counter() - started
         if self.task_sampler is not None:
@@ -690,7 +700,7 @@ class Trainer:
             evaluation_tasks(num_tasks, cfg.eval_tasks),
             seed=cfg.seed,
             greedy=True,
-            **kwargs,
+            env_kwargs=kwargs,
         )
         ok = [e for e in episodes if not e.failed]
         n = max(1, len(episodes))
@@ -716,6 +726,8 @@ class Trainer:
     def train(self) -> list[dict[str, Any]]:
         """Run (or continue) the training loop to ``config.steps``; return each step's metrics."""
         cfg = self.config
+        if self.step == 0 and not self.resume_asked:
+            check_run_folder(self.output_dir, resume=False)
         print(f"LightningRL config:\n{json.dumps(cfg.to_dict(), indent=2)}", flush=True)
         history = []
         bar = tqdm(
@@ -862,9 +874,16 @@ class Trainer:
         return folder
 
     def resume(self) -> bool:
-        """Continue from the newest checkpoint in ``output_dir``; return whether there was one."""
+        """Continue from the newest checkpoint in ``output_dir``; return whether there was one.
+
+        Raises:
+            RunFolderError: the folder holds trained steps but no checkpoint to continue from.
+        """
+        self.resume_asked = True
+        check_run_folder(self.output_dir, resume=True)
         folder = latest_checkpoint(self.checkpoint_dir)
-        if folder is None:
+        if folder is None:  # nothing trained yet: the step-0 evaluation logged is done again
+            self.metrics_path.unlink(missing_ok=True)
             return False
         weights, state = load_checkpoint(folder)
         if state.get("policy_names", self.policy_names) != self.policy_names:

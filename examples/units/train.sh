@@ -9,10 +9,13 @@ mkdir -p "$DIR"
 # 1. demonstrations: the rows' oracle solutions (a tool call, then the answer)
 boltzoo rollout examples/units-v0 --policy oracle --split train --episodes 16 --seed "$SEED" \
   --out "$DIR/demos.jsonl" --quiet
-# 2. the warm start: one epoch of SFT on them (LoRA r=16); evaluates before and after
-boltzoo sft examples/units-v0 --model smollm2-135m --demos "$DIR/demos.jsonl" \
-  --output-dir "$DIR/sft" --seed "$SEED" --epochs 1 --batch-size 4 --lr 5e-4 \
-  --lora-r 16 --lora-alpha 32 --eval-tasks 100 --max-new-tokens 64
+# 2. the warm start: one epoch of SFT on them (LoRA r=16); evaluates before and after (run
+#    again, the script keeps a finished warm start)
+if [ ! -f "$DIR/sft/checkpoints/latest" ]; then
+  boltzoo sft examples/units-v0 --model smollm2-135m --demos "$DIR/demos.jsonl" \
+    --output-dir "$DIR/sft" --seed "$SEED" --epochs 1 --batch-size 4 --lr 5e-4 \
+    --lora-r 16 --lora-alpha 32 --eval-tasks 100 --max-new-tokens 64 --overwrite
+fi
 # 3. RL from there: 40 steps of 8 tasks x 4 samples, held-out evaluation every 5
 boltzoo train examples/units-v0 --model smollm2-135m --init-from "$DIR/sft" \
   --output-dir "$DIR/rl" --resume --seed "$SEED" --steps 40 \

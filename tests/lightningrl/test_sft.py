@@ -299,7 +299,7 @@ def test_only_successful_keeps_the_successful_episodes_and_a_used_folder_is_refu
     assert len(trainer.transitions) == successes
     trainer.train()
     metrics = (tmp_path / "sft" / "metrics.jsonl").read_text()
-    with pytest.raises(RunFolderError, match="earlier run"):
+    with pytest.raises(RunFolderError, match="holds a run"):
         SFTTrainer(config, model=tiny_model(len(smollm2_tokenizer)), tokenizer=smollm2_tokenizer)
     assert (tmp_path / "sft" / "metrics.jsonl").read_text() == metrics
     assert len(load_episodes(demos)) == 14
