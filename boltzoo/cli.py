@@ -36,7 +36,7 @@ from boltzoo.episode import Episode
 from boltzoo.errors import ConfigError
 from boltzoo.lightningrl.config import TrainerConfig, choices
 from boltzoo.lightningrl.curriculum import task_pools
-from boltzoo.registration import make, registered_envs, resolve_env_id
+from boltzoo.registration import inspected, registered_envs, resolve_env_id
 from boltzoo.rollout import evaluation_tasks, rollout
 from boltzoo.tracing import configure_from_env
 
@@ -123,12 +123,12 @@ def play(args: argparse.Namespace) -> tuple[list[Episode], dict[str, Any]]:
     env_id = resolve_env_id(args.env)
     env_kwargs = parse_env_kwargs(args.env_arg)
     env_kwargs.setdefault("split", args.split)
-    env = make(env_id, **env_kwargs)
-    agents = env.unwrapped.possible_agents
-    num_tasks = env.unwrapped.num_tasks
+    with inspected(env_id, **env_kwargs) as env:
+        agents, env_tasks = env.possible_agents, env.tasks
+    num_tasks = len(env_tasks)
     if args.by:  # a wrong field fails now, not after every episode has been played
         try:
-            task_pools(env.unwrapped.tasks, args.by)
+            task_pools(env_tasks, args.by)
         except ValueError as error:
             raise SystemExit(f"boltzoo: --by: {error}") from None
     gateway = program = None
@@ -211,7 +211,7 @@ def play(args: argparse.Namespace) -> tuple[list[Episode], dict[str, Any]]:
         tokens_per_second=round(summary["response_tokens"] / elapsed, 1) if elapsed > 0 else 0.0,
     )
     if args.by:
-        summary["by"] = {args.by: success_by(episodes, env.unwrapped.tasks, args.by)}
+        summary["by"] = {args.by: success_by(episodes, env_tasks, args.by)}
     return episodes, summary
 
 
@@ -487,9 +487,15 @@ def cmd_sft(args: argparse.Namespace) -> int:
     from boltzoo.lightningrl.sft import SFTTrainer
 
     given = _given_config(args, SFTConfig)
-    config = SFTConfig(**given)
+    saved = Path(given.get("output_dir", SFTConfig.output_dir)) / "config.json"
+    if args.resume and saved.exists():  # the saved config, with the flags given here on top
+        config = SFTConfig.load(saved, **given)
+    else:
+        config = SFTConfig(**given)
     _claim_run_folder(config, given, args)
     with SFTTrainer(config) as trainer:  # (a framework's gateways stop on leaving)
+        if args.resume and not trainer.resume():
+            print("boltzoo: nothing to resume in", config.output_dir, "- starting", flush=True)
         config.save(Path(config.output_dir) / "config.json")
         history = trainer.train()
     if history:
@@ -754,6 +760,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sft.add_argument("env", help="env id, e.g. math-v0")
     sft.add_argument("--model", default=None, help="smollm2-135m or a local model folder")
+    sft.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the warm start in --output-dir from its last checkpoint (flags given "
+        "here override its saved config)",
+    )
     _overwrite_flag(sft)
     _config_flags(sft, SFTConfig)
 

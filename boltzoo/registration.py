@@ -19,12 +19,13 @@ env's keyword arguments; the ones given to ``make`` go on top of the registered 
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import importlib
 import importlib.metadata
 import re
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -212,6 +213,17 @@ def make(env_id: str, **kwargs: Any) -> AECEnv:
     """Return a new env (a PettingZoo AEC env) for ``env_id``, created with ``kwargs`` on top of
     its registered defaults."""
     return env_spec(env_id).make(**kwargs)
+
+
+@contextlib.contextmanager
+def inspected(env_id: str, **kwargs: Any) -> Iterator[Any]:
+    """Yield the unwrapped env that ``make`` returns, to read its tasks, agents or prompts, and
+    close it after (an env may hold a database connection, a span, an index)."""
+    env = make(env_id, **kwargs)
+    try:
+        yield env.unwrapped
+    finally:
+        env.close()
 
 
 def make_gym(

@@ -31,7 +31,7 @@ from tqdm.auto import tqdm
 from boltzoo.agents.base import Policy, Turn, as_policy
 from boltzoo.episode import Completion, Episode
 from boltzoo.errors import MissingDependencyError
-from boltzoo.registration import EnvSpec, ensure_registered, env_spec, make
+from boltzoo.registration import EnvSpec, ensure_registered, env_spec, inspected, make
 from boltzoo.tracing import completion_attributes, span_attributes, tracer
 
 
@@ -159,8 +159,9 @@ def rollout(
             here: ``tasks`` above are indices) or as further keyword arguments.
     """
     env_kwargs = merged_env_kwargs(env_kwargs, more_env_kwargs)
-    raw = make(env_id, **env_kwargs).unwrapped
-    policy_of = _policies_by_agent(raw.possible_agents, policies)
+    with inspected(env_id, **env_kwargs) as raw:
+        agents, num_tasks = raw.possible_agents, raw.num_tasks
+    policy_of = _policies_by_agent(agents, policies)
     with contextlib.ExitStack() as stack:
         if agent_command is not None:
             from boltzoo.agents.programs import AgentCommand, program_gateway
@@ -196,7 +197,7 @@ def rollout(
         return run_jobs(
             env_id,
             policy_of,
-            _plan_jobs(episodes, tasks, group_size, seed, raw.num_tasks),
+            _plan_jobs(episodes, tasks, group_size, seed, num_tasks),
             num_envs=num_envs,
             episode_timeout_s=episode_timeout_s,
             progress=progress,
@@ -371,6 +372,9 @@ def generator_state(policy: Any) -> Any:
 # --- Ray workers ---------------------------------------------------------------------------
 
 WORKER_GRACE_S = 60.0  # beyond its episodes' timeouts, how long a worker may take to answer
+# A worker's episodes without a timeout of their own are still bounded, so that a hung worker
+# never stalls a run: this many seconds for each wave of episodes it plays at once.
+WORKER_EPISODE_BOUND_S = 900.0
 
 
 def connect_ray(address: str | None = None) -> None:
@@ -480,7 +484,8 @@ class WorkerPool:
     ``install`` ships the policies once (pickled through Ray's object store); ``load_weights``
     ships new weights once per update (one ``ray.put``, read by every worker); ``rollout`` plays a
     rollout's jobs spread over the workers, whole groups to one worker. A worker that dies, or
-    does not answer within its episodes' timeouts plus ``WORKER_GRACE_S``, loses only its own
+    does not answer within its episodes' timeouts (``WORKER_EPISODE_BOUND_S`` each, without one)
+    plus ``WORKER_GRACE_S``, loses only its own
     episodes (returned failed, never played twice); it is replaced at once by a fresh worker
     given the installed policies and the latest weights. Use it as a context manager, or
     ``close()`` it.
@@ -606,7 +611,8 @@ class WorkerPool:
         temperature 0 for this rollout only."""
         spec = env_spec(env_id)
         env_kwargs = dict(env_kwargs or {})
-        num_tasks = make(env_id, **env_kwargs).unwrapped.num_tasks
+        with inspected(env_id, **env_kwargs) as env:
+            num_tasks = env.num_tasks
         jobs = _plan_jobs(episodes, tasks, group_size, seed, num_tasks)
         from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
@@ -620,14 +626,13 @@ class WorkerPool:
             for w, share in enumerate(shares)
             if share
         }
-        deadline = None
-        if episode_timeout_s is not None:
-            waves = max(-(-len(s) // (num_envs or len(s) or 1)) for s in shares if s)
-            deadline = time.monotonic() + waves * episode_timeout_s + WORKER_GRACE_S
+        waves = max((-(-len(s) // (num_envs or len(s) or 1)) for s in shares if s), default=0)
+        bound = episode_timeout_s if episode_timeout_s is not None else WORKER_EPISODE_BOUND_S
+        deadline = time.monotonic() + waves * bound + WORKER_GRACE_S
         results: dict[int, Episode] = {}
         bar = tqdm(total=len(jobs), desc=f"rollout {env_id}", unit="ep", disable=not progress)
         while pending:
-            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+            timeout = max(0.0, deadline - time.monotonic())
             done, _ = self._ray.wait(list(pending), num_returns=1, timeout=timeout)
             if not done:  # past the deadline: every worker still busy has hung
                 for w in pending.values():

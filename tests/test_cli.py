@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+import boltzoo
 from boltzoo.cli import main
 
 
@@ -214,7 +215,7 @@ def test_eval_of_part_of_a_split_plays_tasks_spread_over_it(capsys, monkeypatch)
 
     monkeypatch.setattr(cli, "rollout", recording_rollout)
     assert main(["eval", "sql-v0", "--policy", "oracle", "--episodes", "8", "--quiet"]) == 0
-    env = cli.make("boltzoo/sql-v0", split="test").unwrapped
+    env = boltzoo.make("boltzoo/sql-v0", split="test").unwrapped
     assert len(set(played)) == 8
     assert len({env.tasks[i].db_id for i in played}) > 1
     assert len({env.tasks[i].db_id for i in range(8)}) == 1  # what the head alone would give

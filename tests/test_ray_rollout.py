@@ -129,14 +129,20 @@ def test_a_killed_worker_loses_only_its_episodes_and_is_replaced():
         assert not any(e.failed for e in again)
 
 
+def install_hanging_on(pool, pid):
+    """Warm the workers up (they import the envs), then give them a policy that hangs in the
+    worker of process ``pid``."""
+    pool.install({"fast": SlowPolicy(0.0)}, {"solver": "fast"})
+    pool.rollout("math-v0", tasks=[0, 1], progress=False)
+    pool.install({"slow": SlowPolicy(0.0, hang_pid=pid)}, {"solver": "slow"})
+
+
 def test_a_hung_worker_is_given_up_after_its_timeouts(monkeypatch):
     # (boltzoo.rollout is the function; its module is in sys.modules)
     monkeypatch.setattr(sys.modules["boltzoo.rollout"], "WORKER_GRACE_S", 2.0)
     with WorkerPool(2) as pool:
         pids = pool.pids()
-        pool.install({"fast": SlowPolicy(0.0)}, {"solver": "fast"})
-        pool.rollout("math-v0", tasks=[0, 1], progress=False)  # the workers import the envs
-        pool.install({"slow": SlowPolicy(0.0, hang_pid=pids[1])}, {"solver": "slow"})
+        install_hanging_on(pool, pids[1])
         started = time.monotonic()
         episodes = pool.rollout(
             "math-v0", tasks=[0, 1, 2, 3], group_size=1, episode_timeout_s=1.0, progress=False
@@ -144,6 +150,20 @@ def test_a_hung_worker_is_given_up_after_its_timeouts(monkeypatch):
         assert time.monotonic() - started < 30
         assert [e.failed for e in episodes] == [False, True, False, True]
         assert pool.restarts == 1 and pool.pids()[1] != pids[1]
+
+
+def test_a_hung_worker_without_episode_timeouts_is_given_up_after_the_default_bound(monkeypatch):
+    module = sys.modules["boltzoo.rollout"]
+    monkeypatch.setattr(module, "WORKER_GRACE_S", 1.0)
+    monkeypatch.setattr(module, "WORKER_EPISODE_BOUND_S", 2.0)
+    with WorkerPool(2) as pool:
+        pids = pool.pids()
+        install_hanging_on(pool, pids[0])
+        started = time.monotonic()
+        episodes = pool.rollout("math-v0", tasks=[0, 1], group_size=1, progress=False)
+        assert time.monotonic() - started < 30  # (without a bound: the hour the policy sleeps)
+        assert [e.failed for e in episodes] == [True, False]
+        assert "worker 0 hung" in episodes[0].error
 
 
 def test_a_tiny_model_learns_with_rollouts_on_two_workers(

@@ -129,3 +129,24 @@ def test_an_envs_own_tasks_rows_go_in_env_kwargs_beside_the_task_indices():
     with pytest.raises(TypeError, match=r"given twice: \['level'\]"):
         boltzoo.rollout("math-v0", {"solver": CountingPolicy()}, episodes=1, progress=False,
                         env_kwargs={"level": "easy"}, level="hard")  # fmt: skip
+
+
+def test_every_env_a_rollout_makes_is_closed(monkeypatch):
+    from boltzoo.envs.base import LLMTurnEnv
+
+    made, closed = [], []
+    real_init, real_close = LLMTurnEnv.__init__, LLMTurnEnv.close
+
+    def init(self, *args, **kwargs):
+        made.append(id(self))
+        real_init(self, *args, **kwargs)
+
+    def close(self):
+        closed.append(id(self))
+        real_close(self)
+
+    monkeypatch.setattr(LLMTurnEnv, "__init__", init)
+    monkeypatch.setattr(LLMTurnEnv, "close", close)
+    boltzoo.rollout("math-v0", {"solver": CountingPolicy()}, episodes=3, progress=False)
+    assert len(made) == 4  # one to read the tasks and agents, three to play
+    assert sorted(set(closed)) == sorted(made)

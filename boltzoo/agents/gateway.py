@@ -51,6 +51,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import queue
 import re
 import secrets
@@ -70,10 +71,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 
 from boltzoo.agents.base import Policy, Turn, as_policy
 from boltzoo.episode import Completion
 from boltzoo.errors import BoltzooError, PromptTooLongError
+
+LOG = logging.getLogger("boltzoo.gateway")
 
 DEFAULT_SESSION = "default"
 STREAM_CHUNK_TOKENS = 4  # the most tokens one streamed chunk carries
@@ -380,7 +384,8 @@ class _Batcher(threading.Thread):
         self.record = record
         self.expected = expected  # how many more requests are on their way (None: unknown)
         self.requests: queue.Queue[_Pending | None] = queue.Queue()
-        self.batch_sizes: list[int] = []
+        self.batch_sizes: deque[int] = deque(maxlen=10_000)  # the recent ones
+        self.batches = self.requests_served = 0
         self.open = threading.Event()
         self.open.set()
         self.busy = threading.Lock()  # held while a batch is served
@@ -425,6 +430,8 @@ class _Batcher(threading.Thread):
 
     def _serve(self, batch: list[_Pending]) -> None:
         self.batch_sizes.append(len(batch))
+        self.batches += 1
+        self.requests_served += len(batch)
         turns = [p.turn() for p in batch]
         try:
             results: list[Any] = list(self.policy.act(turns))
@@ -864,15 +871,16 @@ class Gateway:
 
     @property
     def batch_sizes(self) -> list[int]:
-        """Return how many requests each policy call served so far, in order (of every
-        policy's batches together)."""
+        """Return how many requests each recent policy call served (the last 10,000 of each
+        policy), in order (of every policy's batches together)."""
         return [n for b in self._batchers.values() for n in b.batch_sizes]
 
     @property
     def mean_batch_size(self) -> float:
         """Return the mean number of requests served per policy call so far."""
-        sizes = self.batch_sizes
-        return sum(sizes) / len(sizes) if sizes else 0.0
+        batches = sum(b.batches for b in self._batchers.values())
+        served = sum(b.requests_served for b in self._batchers.values())
+        return served / batches if batches else 0.0
 
     # --- one request -----------------------------------------------------------------------
 
@@ -1342,6 +1350,10 @@ async def read_body(request: Request, max_bytes: int, timeout_s: float) -> bytes
         raise GatewayError(
             408, f"the request body did not arrive within {timeout_s:g} s", "timeout"
         ) from None
+    except ClientDisconnect:  # nobody to answer: one line in the log, not a traceback
+        LOG.warning("%s %s: the client hung up before sending its whole body", request.method,
+                    request.url.path[:100])  # fmt: skip
+        raise GatewayError(400, "the client hung up before sending its whole body") from None
 
 
 def _retry_headers(status: int) -> dict[str, str] | None:

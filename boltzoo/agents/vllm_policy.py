@@ -22,7 +22,7 @@ import torch
 
 from boltzoo.agents.base import SamplingParams, Turn, encode_chat, encode_observation
 from boltzoo.episode import Completion
-from boltzoo.errors import MissingDependencyError
+from boltzoo.errors import MissingDependencyError, PromptTooLongError
 
 
 def _import_vllm() -> Any:
@@ -54,6 +54,7 @@ class VLLMPolicy:
         top_p: float = 1.0,
         stop: Sequence[str] = (),
         seed: int = 0,
+        max_prompt_tokens: int | None = None,
         **engine_kwargs: Any,
     ):
         from boltzoo.agents.models import SMOLLM2, resolve_model
@@ -62,6 +63,7 @@ class VLLMPolicy:
         self._spec = dict(
             model=model,
             seed=seed,
+            max_prompt_tokens=max_prompt_tokens,
             **engine_kwargs,
         )
         vllm = _import_vllm()
@@ -76,6 +78,11 @@ class VLLMPolicy:
         )
         self.tokenizer = self.engine.get_tokenizer()
         self.sampling = SamplingParams(max_new_tokens, temperature, top_p, stop)
+        # as TransformersPolicy: a longer prompt fails its turn (PromptTooLongError), not the
+        # engine's whole batch
+        config = getattr(getattr(self.engine, "llm_engine", None), "model_config", None)
+        context = getattr(config, "max_model_len", None) or engine_kwargs.get("max_model_len", 2048)
+        self.max_prompt_tokens = max_prompt_tokens or max(1, context - max_new_tokens)
         self.seed = seed
         self.version = 0
 
@@ -93,12 +100,21 @@ class VLLMPolicy:
     def act(self, turns: Sequence[Turn]) -> list[Completion]:
         """Return one Completion per turn, sampled by the engine as one batch."""
         return self.generate_from_ids(
-            [encode_observation(self.tokenizer, turn.observation) for turn in turns]
+            [self._checked(encode_observation(self.tokenizer, turn.observation)) for turn in turns]
         )
 
     def generate(self, chats: Sequence[Sequence[dict[str, Any]]]) -> list[Completion]:
         """Return a Completion for each chat."""
-        return self.generate_from_ids([self.encode_chat(chat) for chat in chats])
+        return self.generate_from_ids([self._checked(self.encode_chat(chat)) for chat in chats])
+
+    def _checked(self, ids: list[int]) -> list[int]:
+        """Return ``ids``, a prompt, if it is within ``max_prompt_tokens``."""
+        if len(ids) > self.max_prompt_tokens:
+            raise PromptTooLongError(
+                f"the prompt has {len(ids)} tokens, over this policy's max_prompt_tokens="
+                f"{self.max_prompt_tokens}; shorten the observation or raise the limit"
+            )
+        return ids
 
     def generate_from_ids(self, prompts: Sequence[Sequence[int]]) -> list[Completion]:
         """Return a Completion for each prompt given as token ids (no chat template)."""

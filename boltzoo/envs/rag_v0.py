@@ -84,6 +84,7 @@ from boltzoo.envs.base import (
     ToolSpec,
     string_parameters,
 )
+from boltzoo.envs.data.cache import BoundedCache
 from boltzoo.envs.data.files import split_source
 from boltzoo.envs.data.loaders import load_corpus, load_hotpotqa, load_musique, rag_rows
 from boltzoo.envs.data.rag_tasks import (
@@ -110,9 +111,10 @@ ANSWERER_SYSTEM_PROMPT = (
     "Answer the question using the passages. Reply with one line: 'Answer: <short answer>'."
 )
 
-# Indexes are shared by every env in the process (a rollout runs many envs over one corpus).
-_INDEXES: dict[tuple[str, str, int], DenseIndex | BM25Index] = {}
-_LOCK = threading.Lock()
+# Indexes are shared by every env in the process (a rollout runs many envs over one corpus); a
+# file's per-question corpora make one small index each, the least recently used dropped.
+_INDEXES = BoundedCache(64)
+_LOCK = threading.Lock()  # one build of an index at a time
 
 
 class raw_env(LLMTurnEnv):
@@ -200,9 +202,7 @@ class raw_env(LLMTurnEnv):
         # Keyed by content, so envs over the same corpus share one index (strings cache hashes).
         key = (corpus_id, self.retriever, hash(tuple(passages)))
         with _LOCK:
-            if key not in _INDEXES:
-                _INDEXES[key] = make_retriever(self.retriever, passages)
-            return _INDEXES[key]
+            return _INDEXES.get(key, lambda: make_retriever(self.retriever, passages))
 
     def _search(self, query: str) -> list[Hit]:
         with self._tool_span("search", query=query, retriever=self.retriever, k=self.k) as span:

@@ -93,6 +93,7 @@ from boltzoo.envs.base import (
     ToolSpec,
     string_parameters,
 )
+from boltzoo.envs.data.cache import BoundedCache
 from boltzoo.envs.data.files import split_source
 from boltzoo.envs.data.loaders import load_spider, sql_rows
 from boltzoo.envs.data.sql_synthetic import KIND_SETS, TABLE_COUNTS, synthetic_tasks
@@ -121,7 +122,7 @@ REWRITER_SYSTEM_PROMPT = (
 # Sandboxes and gold results are shared by every env in the process: a rollout runs many envs
 # over the same databases, and a gold query runs once per (database, query).
 _SANDBOXES: dict[tuple, SQLSandbox] = {}
-_GOLD: dict[tuple[str, str], QueryResult] = {}
+_GOLD = BoundedCache(4096)  # (database, gold query) -> QueryResult
 _LOCK = threading.Lock()
 
 
@@ -225,16 +226,17 @@ class raw_env(LLMTurnEnv):
     def gold_result(self, task: SQLTask) -> QueryResult:
         """Return the gold query's result for ``task``, computed once per process."""
         database = self.database_of(task)
-        key = (database, task.gold_sql)
-        if key not in _GOLD:
+
+        def run() -> QueryResult:
             # Gold queries get a generous time limit: they are ours, and must not be cut.
             gold = shared_sandbox(database, 30.0, 1_000_000).execute(task.gold_sql)
             if not gold.ok:
                 raise DatasetError(
                     f"the gold query of task {task.task_id} fails on {database}: {gold.error}"
                 )
-            _GOLD[key] = gold
-        return _GOLD[key]
+            return gold
+
+        return _GOLD.get((database, task.gold_sql), run)
 
     def _schema(self) -> str:
         database = self.database_of(self.current_task)

@@ -94,6 +94,17 @@ def check_ranges(config: Any, ranges: dict[str, tuple[float, float, bool]]) -> N
             raise ConfigError(f"{name} must be {bound}, got {value!r}")
 
 
+def _load(cls: type, path: str | Path, overrides: dict[str, Any]) -> Any:
+    """A config of ``cls`` saved as JSON at ``path`` (fields it does not know left out), with
+    ``overrides`` on top."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as error:
+        raise ConfigError(f"{path}: a saved config cannot be read: {error}") from None
+    known = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in data.items() if k in known} | overrides)
+
+
 @dataclass
 class TrainerConfig:
     """Everything a LightningRL run needs; see each field's help."""
@@ -362,9 +373,7 @@ class TrainerConfig:
     @classmethod
     def load(cls, path: str | Path, **overrides: Any) -> TrainerConfig:
         """Return the config saved at ``path``, with ``overrides`` applied."""
-        data = json.loads(Path(path).read_text())
-        known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known} | overrides)
+        return _load(cls, path, overrides)
 
 
 @dataclass
@@ -438,6 +447,11 @@ class SFTConfig:
         "held-out tasks evaluated before and after (greedy; 0: no evaluation)", default=64
     )
     output_dir: str = _help("where checkpoints and metrics go", default="runs/sft")
+    save_every: int = _help(
+        "checkpoint every K optimizer steps, and after every epoch (a killed run resumes from "
+        "its last: boltzoo sft --resume; 0: after every epoch only)",
+        default=25,
+    )
     seed: int = _help("seeds the batch order and initialisation", default=0)
     device: str | None = _help("cpu, cuda, ... (default: cuda when there is one)", default=None)
     precision: Literal["fp32", "bf16"] = _help(
@@ -459,10 +473,15 @@ class SFTConfig:
         check_ranges(self, _RANGES)
         self.trainer_config()  # its checks (choices, lora_r) apply to these fields too
 
+    @classmethod
+    def load(cls, path: str | Path, **overrides: Any) -> SFTConfig:
+        """Return the config saved at ``path``, with ``overrides`` applied."""
+        return _load(cls, path, overrides)
+
     def trainer_config(self) -> TrainerConfig:
         """Return the RL config that holds this run's weights, evaluation and checkpoints."""
         ours = {f.name for f in dataclasses.fields(self)}
-        shared = ours & {f.name for f in dataclasses.fields(TrainerConfig)}
+        shared = ours & {f.name for f in dataclasses.fields(TrainerConfig)} - {"save_every"}
         # SFTTrainer runs its own loop: it evaluates and saves by this config, not by RL's.
         return TrainerConfig(**{name: getattr(self, name) for name in shared}, save_every=0)
 

@@ -335,10 +335,11 @@ def compare_evaluations(
     }
     if by is not None:
         from boltzoo.lightningrl.curriculum import task_pools
-        from boltzoo.registration import make
+        from boltzoo.registration import inspected
 
         env_id, kwargs = envs[1]
-        pools = task_pools(make(env_id, **kwargs).unwrapped.tasks, by)
+        with inspected(env_id, **kwargs) as env:
+            pools = task_pools(env.tasks, by)
         common = sorted(set(before["eval_task_ids"]) & set(after["eval_task_ids"]))
         right = [set(before["eval_right"]), set(after["eval_right"])]
         groups: dict[str, list[int]] = {}
@@ -355,9 +356,10 @@ def compare_evaluations(
 
 
 def _task_ids(env_id: str, kwargs: dict[str, Any]) -> list[str]:
-    from boltzoo.registration import make
+    from boltzoo.registration import inspected
 
-    return [str(getattr(t, "task_id", t)) for t in make(env_id, **kwargs).unwrapped.tasks]
+    with inspected(env_id, **kwargs) as env:
+        return [str(getattr(t, "task_id", t)) for t in env.tasks]
 
 
 def export_run(run_dir: str | Path, out_dir: str | Path) -> Path:

@@ -56,7 +56,13 @@ def make_sampler(
 
         dtype = "bfloat16" if cfg.sampler_precision == "bf16" else "float32"
         engine = {"dtype": dtype} | cfg.sampler_kwargs
-        policy = VLLMPolicy(cfg.model, seed=cfg.seed + index, **engine, **sampling)
+        policy = VLLMPolicy(
+            cfg.model,
+            seed=cfg.seed + index,
+            max_prompt_tokens=cfg.max_prompt_tokens,
+            **engine,
+            **sampling,
+        )
         if adapter is not None:
             policy.load_weights(merged_state_dict(model, adapter), version=0)
         return policy

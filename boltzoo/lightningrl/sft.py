@@ -18,7 +18,10 @@ One run, top to bottom (``SFTTrainer.train``):
    other agents' turns are never targets), ``L = -sum_t m_t log p(y_t | y_<t) / sum_t m_t``
    over the batch's real response tokens; gradients clipped, one AdamW step;
 4. held-out evaluation before and after (greedy, as the RL trainer evaluates), a checkpoint
-   after every epoch.
+   every ``save_every`` steps and after every epoch. A killed run resumes from its last
+   (``resume()``, ``boltzoo sft --resume``): the batches of an epoch are seeded by the epoch,
+   the RNG and optimiser states are the checkpoint's, so it ends with the weights an
+   uninterrupted run ends with.
 
 The weights are the RL trainer's (this class is a :class:`Trainer` with another loop): the same
 per-agent LoRA adapters or full copies, the same checkpoints, so ``boltzoo export`` and
@@ -54,9 +57,15 @@ class SFTTrainer(Trainer):
     def __init__(self, config: SFTConfig, *, model: Any = None, tokenizer: Any = None):
         if not config.demos:
             raise DatasetError("SFT needs demonstrations: demos=[an Episode JSONL file]")
-        check_run_folder(config.output_dir, resume=False)
         self.sft_config = config
         super().__init__(config.trainer_config(), model=model, tokenizer=tokenizer)
+        try:
+            self._read_demonstrations(config)
+        except BaseException:
+            self.close()  # (Ray workers and gateways the trainer started)
+            raise
+
+    def _read_demonstrations(self, config: SFTConfig) -> None:
         episodes = [e for path in config.demos for e in load_episodes(path)]
         self.transitions = demonstration_transitions(
             episodes,
@@ -83,9 +92,10 @@ class SFTTrainer(Trainer):
         """Say so when demonstrations were played with other prompts than the env's now: the
         model would learn answers to prompts that training and evaluation never show it."""
         cfg = self.sft_config
-        from boltzoo.registration import make
+        from boltzoo.registration import inspected
 
-        prompts = make(self.env_id, **cfg.env_kwargs).unwrapped.prompts
+        with inspected(self.env_id, **cfg.env_kwargs) as env:
+            prompts = env.prompts
         other = sum(
             1
             for e in episodes
@@ -147,12 +157,19 @@ class SFTTrainer(Trainer):
         )
         history = []
         total = cfg.epochs * self.batches_per_epoch
-        bar = tqdm(total=total, desc="sft", unit="step", disable=not cfg.progress)
+        resumed_at = self.step  # 0, or the checkpoint's step after resume()
+        if resumed_at == 0 and not self.resume_asked:
+            check_run_folder(self.output_dir, resume=False)
+        bar = tqdm(
+            total=total, initial=resumed_at, desc="sft", unit="step", disable=not cfg.progress
+        )
         try:
-            if cfg.eval_tasks:
+            if cfg.eval_tasks and resumed_at == 0:
                 self._log({"step": 0, **self.evaluate()})
-            for epoch in range(cfg.epochs):
-                for name, batch in self.batches(epoch):
+            for epoch in range(resumed_at // self.batches_per_epoch, cfg.epochs):
+                for index, (name, batch) in enumerate(self.batches(epoch)):
+                    if epoch * self.batches_per_epoch + index < resumed_at:
+                        continue  # done before the checkpoint (the order is the epoch's own)
                     started = time.perf_counter()
                     metrics = {"step": self.step + 1, "epoch": epoch + 1, "policy": name}
                     metrics |= self.sft_step(name, batch)
@@ -164,8 +181,11 @@ class SFTTrainer(Trainer):
                     history.append(metrics)
                     bar.update(1)
                     bar.set_postfix(loss=f"{metrics['sft_loss']:.3f}", epoch=epoch + 1)
+                    if cfg.save_every and self.step % cfg.save_every == 0:
+                        self.save()
                 self.sampling.sync(self.policy_names, self.step)
-                self.save()
+                if self.saved_step != self.step:
+                    self.save()
             if cfg.eval_tasks:
                 self._log({"step": self.step, **self.evaluate()})
         finally:

@@ -44,7 +44,7 @@ from tqdm.auto import tqdm
 
 from boltzoo.agents.models import load_model
 from boltzoo.episode import load_episodes
-from boltzoo.errors import DatasetError, MissingDependencyError, RunFolderError
+from boltzoo.errors import ConfigError, DatasetError, MissingDependencyError, RunFolderError
 from boltzoo.lightningrl.advantages import compute_advantages
 from boltzoo.lightningrl.checkpoint import (
     adopt_weight_settings,
@@ -76,7 +76,7 @@ from boltzoo.lightningrl.weights import (
     add_lora_adapters,
     lora_state_dict,
 )
-from boltzoo.registration import make, resolve_env_id
+from boltzoo.registration import inspected, resolve_env_id
 from boltzoo.rollout import evaluation_tasks
 
 
@@ -109,6 +109,19 @@ class Trainer:
         tokenizer: Any = None,
         agent_builders: dict[str, Any] | None = None,
     ):
+        # what close() stops: a failure while setting up stops what was started so far
+        self.gateways: dict[str, Any] = {}
+        self.programs: list[Any] = []  # agent programs' policies (their hubs stop with close())
+        self.sampling: Samplers | None = None
+        try:
+            self._set_up(config, model, tokenizer, agent_builders)
+        except BaseException:
+            self.close()
+            raise
+
+    def _set_up(
+        self, config: TrainerConfig, model: Any, tokenizer: Any, agent_builders: Any
+    ) -> None:
         self.config = cfg = config
         if cfg.init_from:  # a warm start's model and LoRA settings, unless set otherwise
             adopt_weight_settings(cfg, cfg.init_from)
@@ -137,9 +150,9 @@ class Trainer:
             or self.device.type == "cpu"
         )
 
-        env = make(self.env_id, **cfg.env_kwargs)
-        self.env_agents = list(env.unwrapped.possible_agents)
-        self.num_tasks = env.unwrapped.num_tasks
+        with inspected(self.env_id, **cfg.env_kwargs) as env:
+            self.env_agents, env_tasks = list(env.possible_agents), env.tasks
+        self.num_tasks = len(env_tasks)
         if agent_builders and not cfg.framework:
             raise ValueError("agent_builders needs config.framework (autogen, openai-agents, ...)")
         # env agent -> the graph that plays it node by node (its nodes are trained as agents)
@@ -155,6 +168,12 @@ class Trainer:
             raise ValueError(
                 f"policy_map names agents {sorted(unknown)} that {self.env_id} does not have "
                 f"(its agents: {self.agents})"
+            )
+        untrained_mapped = set(cfg.policy_map) - self.train_agents
+        if untrained_mapped:  # (they would act with the frozen initial model, not a policy)
+            raise ConfigError(
+                f"policy_map names agents that do not learn: {sorted(untrained_mapped)} (train "
+                f"agents: {sorted(self.train_agents)}); add them to train_agents or leave them out"
             )
         # agent -> policy name, for the trained agents only
         self.policy_of = {a: cfg.policy_map.get(a, "policy") for a in sorted(self.train_agents)}
@@ -211,9 +230,7 @@ class Trainer:
         self.frozen_policy = self.sampling.frozen
 
         # --- framework agents: each trained agent's agent calls its policy through a gateway
-        self.gateways: dict[str, Any] = {}
         self.agent_policies: dict[str, Any] = {}
-        self.programs: list[Any] = []  # agent programs' policies (their hubs stop with close())
         if cfg.framework:
             self._start_framework_agents(agent_builders or {})
         elif cfg.agent_command or cfg.agent_service:
@@ -227,7 +244,7 @@ class Trainer:
         self.task_sampler = None  # uniform draws from task_rng
         if cfg.task_sampling == "learnability":
             self.task_sampler = LearnabilitySampler(
-                task_pools(env.unwrapped.tasks, cfg.task_pool_field),
+                task_pools(env_tasks, cfg.task_pool_field),
                 self.task_rng,
                 decay=cfg.task_pool_decay,
             )
@@ -356,7 +373,8 @@ class Trainer:
         for gateway in self.gateways.values():
             gateway.close()
         self.gateways.clear()
-        self.sampling.close()
+        if self.sampling is not None:
+            self.sampling.close()
 
     @contextlib.contextmanager
     def _gateways_paused(self) -> Iterator[None]:
@@ -694,7 +712,8 @@ class Trainer:
         """
         cfg = self.config
         kwargs = cfg.env_kwargs | cfg.eval_env_kwargs
-        num_tasks = make(self.env_id, **kwargs).unwrapped.num_tasks
+        with inspected(self.env_id, **kwargs) as env:
+            num_tasks = env.num_tasks
         episodes = self.sampling.rollout(
             self.env_id,
             evaluation_tasks(num_tasks, cfg.eval_tasks),

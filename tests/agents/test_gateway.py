@@ -708,3 +708,27 @@ def test_paused_gateway_holds_new_calls_and_waits_for_those_in_flight(smollm2_to
         syncing.join()
         second.join(timeout=10)
     assert results["first"][0] == 200 and results["second"][0] == 200
+
+
+def test_a_client_that_hangs_up_mid_body_is_one_log_line(smollm2_tokenizer, caplog):
+    import logging
+
+    caplog.set_level(logging.WARNING)
+    with Gateway(echo_policy(smollm2_tokenizer)) as gateway:
+        host, port = gateway.address
+        for _ in range(5):
+            connection = socket.create_connection((host, port))
+            connection.sendall(
+                b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"
+            )
+            connection.close()  # gone before the rest of the body
+        deadline = time.monotonic() + 10
+        while len(caplog.records) < 5 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        code, _ = post(gateway.base_url + "/chat/completions",
+                       {"messages": [{"role": "user", "content": "abc"}]})  # fmt: skip
+        assert code == 200  # still serving
+    hung_up = [r for r in caplog.records if "hung up" in r.getMessage()]
+    assert len(hung_up) == 5
+    assert not [r for r in caplog.records if r.exc_info or "Traceback" in r.getMessage()]

@@ -110,3 +110,14 @@ def test_the_trainers_vllm_sampler_follows_the_learner(model_dir, smollm2_tokeni
     completions = trainer.samplers["policy"].generate(CHATS)
     assert all(c.policy_version == 3 for c in completions)
     assert_logprobs_match(completions, trainer.model, temperature=1.0)
+
+
+def test_a_prompt_over_max_prompt_tokens_fails_its_turn(model_dir):
+    from boltzoo.errors import PromptTooLongError
+
+    short = VLLMPolicy(
+        model_dir, max_new_tokens=4, dtype="float32", max_model_len=512, enforce_eager=True,
+        gpu_memory_utilization=0.2, max_prompt_tokens=8,
+    )  # fmt: skip
+    with pytest.raises(PromptTooLongError, match="max_prompt_tokens=8"):
+        short.generate([[{"role": "user", "content": "a long question " * 20}]])

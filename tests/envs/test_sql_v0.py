@@ -216,3 +216,30 @@ def test_prompts_replace_the_writers_system_prompt_and_are_recorded():
         "checker",
         "rewriter",
     }
+
+
+def test_process_wide_caches_are_bounded_and_keep_the_recently_used():
+    import threading
+
+    from boltzoo.envs.data.cache import BoundedCache
+
+    cache = BoundedCache(3)
+    made = []
+    for key in ["a", "b", "c", "a", "d"]:  # "a" used again: "b" is the least recently used
+        cache.get(key, lambda key=key: made.append(key) or key.upper())
+    assert made == ["a", "b", "c", "d"] and len(cache) == 3
+    assert cache.get("b", lambda: "made again") == "made again"
+    assert cache.get("a", lambda: "not made") == "A"
+
+    values = BoundedCache(1000)
+
+    def fill(i):
+        for j in range(200):
+            values.get((i, j), lambda j=j: j)
+
+    threads = [threading.Thread(target=fill, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(values) == 800

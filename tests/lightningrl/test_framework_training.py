@@ -211,3 +211,29 @@ def test_a_bundled_graph_framework_refuses_plain_agent_builders(
             tokenizer=smollm2_tokenizer,
             agent_builders={"writer": lambda model, tools: None},
         )
+
+
+def test_a_trainer_that_fails_while_setting_up_stops_the_gateways_it_started(
+    tmp_path, smollm2_tokenizer, trainer_config, monkeypatch
+):
+    from boltzoo.agents import gateway as gateway_module
+
+    started = []
+    real_start = gateway_module.Gateway.start
+
+    def start(self):
+        started.append(self)
+        return real_start(self)
+
+    def fails(self, run_dir):
+        raise RuntimeError("the warm start is unreadable")
+
+    from boltzoo.lightningrl import trainer as trainer_module
+
+    monkeypatch.setattr(gateway_module.Gateway, "start", start)
+    monkeypatch.setattr(trainer_module, "adopt_weight_settings", lambda *args: None)
+    monkeypatch.setattr(Trainer, "load_weights_from", fails)
+    with pytest.raises(RuntimeError, match="unreadable"):
+        framework_trainer(trainer_config, tmp_path, smollm2_tokenizer, init_from=str(tmp_path))
+    assert started  # the gateways were up when it failed, and are stopped now
+    assert not any(g._serving.serving for g in started)

@@ -317,3 +317,11 @@ def test_calls_with_zero_advantage_are_skipped_without_changing_the_gradient(
     assert got.keys() == expected.keys()
     for name in expected:
         torch.testing.assert_close(got[name], expected[name], rtol=1e-4, atol=1e-7)
+
+
+def test_a_policy_map_entry_for_an_agent_that_does_not_learn_is_refused(tmp_path, team_trainer):
+    from boltzoo.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"policy_map names agents that do not learn: "
+                       r"\['answerer'\]"):  # fmt: skip
+        team_trainer(tmp_path, train_agents=["searcher"])  # (both are in the fixture's map)

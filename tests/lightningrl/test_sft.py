@@ -299,8 +299,10 @@ def test_only_successful_keeps_the_successful_episodes_and_a_used_folder_is_refu
     assert len(trainer.transitions) == successes
     trainer.train()
     metrics = (tmp_path / "sft" / "metrics.jsonl").read_text()
+    model = tiny_model(len(smollm2_tokenizer))
+    again = SFTTrainer(config, model=model, tokenizer=smollm2_tokenizer)
     with pytest.raises(RunFolderError, match="holds a run"):
-        SFTTrainer(config, model=tiny_model(len(smollm2_tokenizer)), tokenizer=smollm2_tokenizer)
+        again.train()  # (not resumed)
     assert (tmp_path / "sft" / "metrics.jsonl").read_text() == metrics
     assert len(load_episodes(demos)) == 14
 
