@@ -41,6 +41,7 @@ def test_unknown_env_is_a_one_line_error(capsys):
     assert "no boltzoo env 'nope-v0'" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_serve_answers_chat_completions_over_http(tmp_path, smollm2_tokenizer):
     import signal
     import subprocess
@@ -94,6 +95,7 @@ def test_serve_answers_chat_completions_over_http(tmp_path, smollm2_tokenizer):
 
 
 @pytest.mark.parametrize("framework", ["autogen", "openai-agents", "langgraph"])
+@pytest.mark.slow
 def test_eval_runs_the_bundled_framework_agents_through_the_gateway(
     tmp_path, smollm2_tokenizer, capsys, framework
 ):
@@ -124,6 +126,7 @@ def test_eval_runs_the_bundled_framework_agents_through_the_gateway(
     assert summary["tokens_per_second"] > 0  # the framework's LLM calls came through the gateway
 
 
+@pytest.mark.slow
 def test_eval_runs_the_paper_sql_graph_node_by_node(tmp_path, smollm2_tokenizer, capsys):
     pytest.importorskip("langgraph")
     from boltzoo.agents.models import tiny_model
@@ -152,6 +155,7 @@ def test_eval_runs_the_paper_sql_graph_node_by_node(tmp_path, smollm2_tokenizer,
         main(common)
 
 
+@pytest.mark.slow
 def test_train_runs_checkpoints_and_a_larger_steps_extends_the_resumed_run(
     tmp_path, smollm2_tokenizer, capsys
 ):
@@ -221,6 +225,7 @@ def test_eval_of_part_of_a_split_plays_tasks_spread_over_it(capsys, monkeypatch)
     assert len({env.tasks[i].db_id for i in range(8)}) == 1  # what the head alone would give
 
 
+@pytest.mark.slow
 def test_rollout_records_demonstrations_that_sft_learns_and_export_writes(
     tmp_path, smollm2_tokenizer, capsys
 ):

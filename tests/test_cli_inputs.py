@@ -97,6 +97,7 @@ def tiny_train(model_dir, run, *more):
     )  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_folder_holding_a_run_is_never_written_into_by_a_second_run(
     tiny_model_dir, tmp_path, capsys
 ):
@@ -116,6 +117,7 @@ def test_a_folder_holding_a_run_is_never_written_into_by_a_second_run(
     assert "no checkpoint to resume from" in one_line_error(capsys)
 
 
+@pytest.mark.slow
 def test_train_init_from_an_sft_run_takes_its_lora_settings(tiny_model_dir, tmp_path, capsys):
     demos = tmp_path / "demos.jsonl"
     assert main(["rollout", "math-v0", "--episodes", "4", "--out", str(demos), "--quiet"]) == 0

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 README = Path(__file__).parents[1] / "README.md"
 # the real settings the page shows -> the test's short ones
 SHORT = {
@@ -35,6 +37,7 @@ def commands(block: str) -> list[str]:
     return [line.split("  #")[0].strip() for line in lines if line.strip()]
 
 
+@pytest.mark.slow
 def test_the_own_env_guide_goes_from_rows_to_a_trained_model(tmp_path, smollm2_tokenizer):
     from boltzoo.agents.models import tiny_model
 

@@ -46,6 +46,7 @@ def boltzoo_cli(env, *args, cwd):
     )  # fmt: skip
 
 
+@pytest.mark.slow
 def test_an_installed_env_is_listed_and_keeps_the_contract(installed, tmp_path):
     listed = boltzoo_cli(installed, "envs", cwd=tmp_path)
     assert listed.returncode == 0 and "examples/units-v0" in listed.stdout.split()
@@ -54,6 +55,8 @@ def test_an_installed_env_is_listed_and_keeps_the_contract(installed, tmp_path):
     assert "ok the oracle: 4/4 tasks succeeded" in checked.stdout
 
 
+@pytest.mark.slow
+@pytest.mark.ray
 def test_an_installed_env_trains_a_step_through_the_cli_on_a_ray_worker(
     installed, tmp_path, smollm2_tokenizer
 ):

@@ -25,6 +25,8 @@ from boltzoo.rollout import WorkerPool, connect_ray  # noqa: E402
 
 LOOPBACK = ("0100007F:", "0000000000000000FFFF00000100007F:")  # 127.0.0.1 in IPv4, IPv6
 
+pytestmark = [pytest.mark.ray, pytest.mark.slow]  # Ray workers start in seconds
+
 
 def _listening_tcp() -> set[str]:
     """Local addresses (hex ip:port) of the machine's listening TCP sockets."""

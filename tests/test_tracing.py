@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import boltzoo
 from boltzoo.agents import OraclePolicy, ScriptedPolicy
 
@@ -96,6 +98,7 @@ def test_sql_and_search_tools_have_spans(span_exporter):
     assert len(spans["boltzoo.tool.search"]) == 2
 
 
+@pytest.mark.slow
 def test_otel_environment_variables_send_spans_from_the_command_line():
     import os
     import subprocess

@@ -35,6 +35,7 @@ def assert_inner_calls_decode(completion, tokenizer):
         assert tokenizer.decode(call.response_token_ids, skip_special_tokens=True) == call.text
 
 
+@pytest.mark.slow
 def test_autogen_assistant_solves_math_with_the_env_calculator(smollm2_tokenizer):
     current = {}
 
@@ -68,6 +69,7 @@ def test_autogen_assistant_solves_math_with_the_env_calculator(smollm2_tokenizer
 
 
 @pytest.mark.parametrize("framework", ["openai-agents", "langgraph"])
+@pytest.mark.slow
 def test_a_framework_answerer_searches_the_env_index(smollm2_tokenizer, framework):
     if framework == "langgraph":
         pytest.importorskip("langgraph")
@@ -98,6 +100,7 @@ def test_a_framework_answerer_searches_the_env_index(smollm2_tokenizer, framewor
             assert completion.model == f"{framework}:smol"
 
 
+@pytest.mark.slow
 def test_a_langgraph_react_agent_solves_sql_with_the_env_database(smollm2_tokenizer):
     pytest.importorskip("langgraph")
     from boltzoo.agents.examples import langgraph_react_agent

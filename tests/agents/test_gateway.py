@@ -39,6 +39,7 @@ def echo_policy(tokenizer):
     )
 
 
+@pytest.mark.slow
 def test_openai_compatible_policy_gets_the_recorded_tokens(tiny_policy):
     policy = tiny_policy(max_new_tokens=6)
     with Gateway(policy) as gateway:
@@ -296,6 +297,7 @@ def test_streamed_tokens_reach_the_client_before_the_answer_is_finished(smollm2_
     assert sse_events(rest)[-1] == "[DONE]"
 
 
+@pytest.mark.slow
 def test_load_32_clients_20_requests_each_recorded_exactly_once_and_batched(smollm2_tokenizer):
     clients, requests_each = 32, 20
     errors = []
@@ -327,6 +329,7 @@ def test_load_32_clients_20_requests_each_recorded_exactly_once_and_batched(smol
     assert mean_batch > 1
 
 
+@pytest.mark.slow
 def test_client_error_on_a_dead_server():
     client = OpenAICompatiblePolicy("http://127.0.0.1:9/v1", "x", timeout_s=2)
     with pytest.raises(ServerError, match="no answer"):
@@ -394,6 +397,7 @@ class BlockingPolicy:
         return self.inner.act(turns)
 
 
+@pytest.mark.slow
 def test_too_many_pending_timeout_and_policy_errors_get_429_504_and_500(smollm2_tokenizer):
     policy = BlockingPolicy(smollm2_tokenizer)
     message = {"messages": [{"role": "user", "content": "abc"}]}
@@ -430,6 +434,7 @@ def test_too_many_pending_timeout_and_policy_errors_get_429_504_and_500(smollm2_
         assert post(url, message)[0] == 200  # and the gateway serves on
 
 
+@pytest.mark.slow
 def test_records_are_bounded_handed_over_and_readable_over_http(smollm2_tokenizer):
     with Gateway(echo_policy(smollm2_tokenizer), max_records=5) as gateway:
         for i in range(8):
@@ -473,6 +478,7 @@ def test_record_to_appends_every_call_to_a_file_and_keeps_none(smollm2_tokenizer
     assert [r["completion"]["text"] for r in rows] == ["0q", "1q", "2q"]
 
 
+@pytest.mark.slow
 def test_closing_lets_requests_in_flight_finish_and_loses_no_record(smollm2_tokenizer, tmp_path):
     path = tmp_path / "calls.jsonl"
     policy = BlockingPolicy(smollm2_tokenizer)
@@ -497,6 +503,7 @@ def test_closing_lets_requests_in_flight_finish_and_loses_no_record(smollm2_toke
         urllib.request.urlopen(url.replace("/chat/completions", "/models"), timeout=5)
 
 
+@pytest.mark.slow
 def test_the_openai_compatible_policy_retries_a_busy_server_and_not_a_bad_request():
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -678,6 +685,7 @@ def test_required_sessions_serve_only_while_open_and_with_their_key(smollm2_toke
     assert len(seen) == 2  # each request let in was a sign of life (not those refused)
 
 
+@pytest.mark.slow
 def test_paused_gateway_holds_new_calls_and_waits_for_those_in_flight(smollm2_tokenizer):
     policy = BlockingPolicy(smollm2_tokenizer)
     message = {"messages": [{"role": "user", "content": "abc"}]}

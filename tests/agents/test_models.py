@@ -43,6 +43,8 @@ def test_missing_model_package_names_the_install_command(monkeypatch):
         models.smollm2_gguf()
 
 
+@pytest.mark.slow
+@pytest.mark.model
 def test_smollm2_converts_once_and_writes_a_math_answer():
     path = models.smollm2_dir()
     assert (path / "config.json").exists() and "quantization_config" not in (

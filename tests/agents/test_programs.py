@@ -79,6 +79,7 @@ ENVS = {
 
 @pytest.mark.parametrize("env_id", ENVS)
 @pytest.mark.parametrize("program", COMMANDS)
+@pytest.mark.slow
 def test_programs_in_any_language_play_with_the_env_tools_recorded_as_served(
     tmp_path, smollm2_tokenizer, program, env_id
 ):
@@ -119,6 +120,7 @@ def test_programs_in_any_language_play_with_the_env_tools_recorded_as_served(
     [f"{PYTHON} {EXAMPLES}/solver.py", f"node {EXAMPLES}/agent.mjs"],
     ids=["python-solver", "node-fetch"],
 )
+@pytest.mark.slow
 def test_boltzoo_rollout_agent_command_records_the_programs_calls(
     tmp_path, smollm2_tokenizer, command
 ):
@@ -189,6 +191,7 @@ def test_a_program_that_crashes_or_gives_no_answer_fails_its_episode_alone(
     assert not good.failed and good.steps[0].action.text == "The answer is \\boxed{0}."
 
 
+@pytest.mark.slow
 def test_a_program_past_its_timeout_is_killed_with_its_process_group(tmp_path, smollm2_tokenizer):
     started = time.monotonic()
     episodes, _ = fault_rollout(tmp_path, smollm2_tokenizer, "hang", timeout_s=1.5)
@@ -210,6 +213,7 @@ def running(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+@pytest.mark.slow
 def test_an_answer_after_the_timeout_or_a_second_answer_gets_409_and_changes_nothing(
     tmp_path, smollm2_tokenizer
 ):
@@ -281,6 +285,7 @@ def test_one_rollouts_key_opens_no_other_rollout(smollm2_tokenizer):
 # --- services: long-running programs that claim turns ---------------------------------------
 
 
+@pytest.mark.slow
 def test_a_service_claims_turns_over_http_and_plays_them(tmp_path, smollm2_tokenizer):
     import subprocess
 
@@ -301,6 +306,7 @@ def test_a_service_claims_turns_over_http_and_plays_them(tmp_path, smollm2_token
     assert all(len(e.steps[0].action.inner_calls) == 1 for e in episodes)
 
 
+@pytest.mark.slow
 def test_unclaimed_and_silent_service_turns_fail_and_heartbeats_keep_them(smollm2_tokenizer):
     model = ScriptedPolicy(["x"] * 8, smollm2_tokenizer)
     env = boltzoo.make("math-v0", **MATH)

@@ -76,6 +76,7 @@ def test_responses_api_text_tool_calls_and_the_tool_round_trip(gateway):
         assert response.model_extra["prompt_token_ids"] == call.completion.prompt_token_ids
 
 
+@pytest.mark.slow
 def test_responses_stream_helper_gets_text_and_tool_calls(gateway):
     client = openai.OpenAI(base_url=gateway.base_url, api_key="x")
     with client.responses.stream(model="m", input="Hi") as stream:

@@ -226,6 +226,7 @@ def test_top_p_keeps_only_the_nucleus():
     )
 
 
+@pytest.mark.slow
 def test_policies_sharing_a_peft_model_sample_from_threads_as_they_do_alone(smollm2_tokenizer):
     # a gateway per policy samples from its own thread; the adapter switch must not leak
     from concurrent.futures import ThreadPoolExecutor

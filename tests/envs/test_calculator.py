@@ -337,6 +337,7 @@ def test_nesting_up_to_the_limit_is_fine():
     assert output_of("(" * 50 + "1" + ")" * 50) == "1"
 
 
+@pytest.mark.slow
 def test_long_flat_sum_needs_no_recursion():
     result = evaluate("1+" * 50_000 + "1", max_length=10**6, time_limit_s=30)
     assert result.output == "50001"

@@ -45,6 +45,7 @@ def test_pettingzoo_registry_makes_the_same_env():
 @pytest.mark.parametrize("split", ["train", "test"])
 @pytest.mark.parametrize("level", ["easy", "medium", "hard"])
 @pytest.mark.parametrize("agents", VARIANTS)
+@pytest.mark.slow
 def test_oracle_scores_one_on_every_bundled_task(level, split, agents):
     episodes = boltzoo.rollout(
         "boltzoo/math-v0",

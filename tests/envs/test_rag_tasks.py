@@ -8,7 +8,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from collections import Counter
 
 import pytest
@@ -84,6 +83,7 @@ def world_digest() -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+@pytest.mark.slow
 def test_world_does_not_depend_on_python_hash_randomisation():
     script = (
         "import hashlib, json\n"
@@ -105,12 +105,6 @@ def test_different_seed_gives_a_different_world():
     other = generate_dataset("train", seed=1)
     assert {t.question for t in other.tasks}.isdisjoint({t.question for t in ALL_TASKS})
     assert {p.title for p in other.corpora[CORPUS_ID]} != {p.title for p in PASSAGES.values()}
-
-
-def test_generating_a_fresh_world_takes_under_three_seconds():
-    start = time.perf_counter()
-    rag_tasks._build_world.__wrapped__(7)
-    assert time.perf_counter() - start < 3.0
 
 
 def test_defaults_are_train_seed_zero():

@@ -20,6 +20,7 @@ def test_pettingzoo_api_test_passes(agents, retriever):
 
 
 @pytest.mark.parametrize("agents", VARIANTS)
+@pytest.mark.slow
 def test_oracle_scores_one_on_every_bundled_test_task(agents):
     env = boltzoo.make("rag-v0", split="test")
     episodes = boltzoo.rollout(
@@ -35,6 +36,7 @@ def test_oracle_scores_one_on_every_bundled_test_task(agents):
     assert all(e.success and e.score == 1.0 for e in episodes)
 
 
+@pytest.mark.slow
 def test_oracle_searcher_finds_the_supporting_passages():
     episodes = boltzoo.rollout(
         "rag-v0",
@@ -113,6 +115,7 @@ def test_tool_reward_pays_newly_found_supporting_passages(musique_file):
     assert episode.score == 0.0
 
 
+@pytest.mark.slow
 def test_wrong_answer_scores_zero_and_naive_is_worse_than_oracle():
     episodes = boltzoo.rollout(
         "rag-v0", {a: NaivePolicy() for a in TEAM}, tasks=range(100), split="test", progress=False

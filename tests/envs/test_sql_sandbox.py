@@ -171,6 +171,7 @@ ATTACKS = [
 
 
 @pytest.mark.parametrize(("sql", "message"), ATTACKS)
+@pytest.mark.slow
 def test_attack_is_refused_quickly_and_changes_nothing(sandbox, database, sql, message):
     sql = sql.replace("{dir}", str(database.parent))
     files_before = sorted(database.parent.iterdir())
@@ -444,6 +445,7 @@ def test_max_bytes_counts_text_and_numbers(database):
         assert not sandbox.execute("SELECT name FROM artists").ok
 
 
+@pytest.mark.slow
 def test_connection_stays_usable_after_every_kind_of_error(sandbox):
     for sql in (
         "SELECT count(*) FROM numbers a, numbers b, numbers c",

@@ -84,6 +84,7 @@ def test_every_gold_query_returns_an_answer_and_quotes_the_question_s_values():
             assert year in task.question, task
 
 
+@pytest.mark.slow
 def test_sql_v0_adds_them_to_the_train_split_only_and_the_oracle_solves_them():
     plain = boltzoo.make("sql-v0", split="train", agents=["writer"]).unwrapped
     env = boltzoo.make("sql-v0", split="train", agents=["writer"], synthetic_databases=2)

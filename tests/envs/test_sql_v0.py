@@ -21,12 +21,14 @@ def file_hash(path: str | Path) -> str:
 
 
 @pytest.mark.parametrize("agents", VARIANTS)
+@pytest.mark.slow
 def test_pettingzoo_api_test_passes(agents):
     api_test(boltzoo.make("boltzoo/sql-v0", agents=agents), num_cycles=100)
 
 
 @pytest.mark.parametrize("split", ["test", "test_unseen"])
 @pytest.mark.parametrize("agents", VARIANTS)
+@pytest.mark.slow
 def test_oracle_scores_one_on_every_bundled_test_task(split, agents):
     env = boltzoo.make("sql-v0", split=split)
     episodes = boltzoo.rollout(
@@ -149,6 +151,7 @@ ATTACKS = [
 
 
 @pytest.mark.parametrize("attack", ATTACKS)
+@pytest.mark.slow
 def test_sandbox_attacks_come_back_as_errors_and_leave_the_database_unchanged(spider_dir, attack):
     database = spider_dir / "database" / "shop" / "shop.sqlite"
     before = file_hash(database)

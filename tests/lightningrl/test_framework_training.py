@@ -71,6 +71,7 @@ def test_an_autogen_agent_learns_from_the_calls_the_gateway_recorded(
     assert not trainer.gateways  # closed on leaving
 
 
+@pytest.mark.slow
 def test_a_framework_training_step_and_evaluation_run_end_to_end(
     tmp_path, smollm2_tokenizer, trainer_config
 ):
@@ -122,6 +123,7 @@ def test_a_langgraph_agent_trains_from_the_calls_the_gateway_recorded(
         assert trainer.gateways["policy"].calls() == []  # every recorded call was taken
 
 
+@pytest.mark.slow
 def test_the_sql_graph_trains_its_writer_node_and_the_checker_calls_the_frozen_model(
     tmp_path, smollm2_tokenizer, trainer_config
 ):

@@ -249,6 +249,7 @@ def test_tensorboard_gets_every_metric(tmp_path, smollm2_tokenizer, team_trainer
     assert rewards == pytest.approx([m["reward"] for m in history])
 
 
+@pytest.mark.slow
 def test_lora_runs_resume_bit_for_bit(tmp_path, smollm2_tokenizer, team_trainer):
     straight = team_trainer(tmp_path / "a", steps=2, save_every=1)
     straight.train()
@@ -261,6 +262,7 @@ def test_lora_runs_resume_bit_for_bit(tmp_path, smollm2_tokenizer, team_trainer)
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+@pytest.mark.slow
 def test_export_merges_each_agents_adapter(tmp_path, smollm2_tokenizer, trainer_config):
     from transformers import AutoModelForCausalLM
 

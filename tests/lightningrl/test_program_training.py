@@ -38,6 +38,7 @@ def record_episodes(trainer, monkeypatch) -> list:
     return played
 
 
+@pytest.mark.slow
 def test_a_tiny_model_learns_from_a_programs_calls_and_the_reward_it_reports(
     tmp_path, smollm2_tokenizer, tokens_config, target_set_env
 ):
@@ -65,6 +66,7 @@ def test_a_tiny_model_learns_from_a_programs_calls_and_the_reward_it_reports(
     assert trainer.policy.version == 6
 
 
+@pytest.mark.slow
 def test_only_the_selected_role_of_a_program_learns_the_other_calls_the_frozen_model(
     tmp_path, smollm2_tokenizer, trainer_config, target_set_env, monkeypatch
 ):
@@ -101,6 +103,7 @@ def test_only_the_selected_role_of_a_program_learns_the_other_calls_the_frozen_m
     assert all(torch.equal(base[n], after[n]) for n in base)  # the frozen base never moves
 
 
+@pytest.mark.slow
 def test_the_sql_team_example_trains_the_writer_and_serves_the_checker_frozen(
     tmp_path, smollm2_tokenizer, trainer_config, monkeypatch
 ):

@@ -59,6 +59,7 @@ def assert_png(path):
     assert len(data) > 5_000
 
 
+@pytest.mark.slow
 def test_plot_writes_three_png_figures(tmp_path):
     run = tmp_path / "run"
     write_metrics(run, full_rows())
@@ -237,6 +238,7 @@ def assert_exported(out, base, trainer):
     assert len(AutoTokenizer.from_pretrained(out)) == len(AutoTokenizer.from_pretrained(base))
 
 
+@pytest.mark.slow
 def test_export_writes_a_loadable_folder_of_the_trained_weights(trained_run, tmp_path):
     run, base, trainer = trained_run
     out = tmp_path / "exported" / "model"
@@ -247,6 +249,7 @@ def test_export_writes_a_loadable_folder_of_the_trained_weights(trained_run, tmp
     assert_exported(out, base, trainer)
 
 
+@pytest.mark.slow
 def test_export_through_the_cli(trained_run, tmp_path, capsys):
     run, base, trainer = trained_run
     out = tmp_path / "cli-export"

@@ -129,6 +129,7 @@ def test_rows_of_one_prompt_share_its_pass_and_get_the_logprobs_of_a_pass_each(
 
 
 @pytest.mark.parametrize("lora_r", [0, 4])
+@pytest.mark.slow
 def test_an_update_over_shared_prompts_has_the_gradient_of_a_pass_each(
     tmp_path, grouped_rows, smollm2_tokenizer, lora_r
 ):

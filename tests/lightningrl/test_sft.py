@@ -55,6 +55,7 @@ def full_sequence_loss(model, transitions):
     return total / tokens
 
 
+@pytest.mark.slow
 def test_sft_learns_exactly_the_trained_agents_response_tokens(tmp_path, smollm2_tokenizer):
     # A recorded team episode: math-v0's solver (a calculator turn, then the answer) and its
     # verifier, with the real token ids the chat template gives. Only the solver is trained.
@@ -114,6 +115,7 @@ def test_text_only_demonstrations_are_tokenised_with_the_chat_template(tmp_path,
     )
 
 
+@pytest.mark.slow
 def test_sft_lowers_the_loss_and_the_model_reproduces_the_demonstrated_answer(
     tmp_path, smollm2_tokenizer
 ):
@@ -155,6 +157,7 @@ def warm_start(tmp_path, tokenizer, lora: dict) -> SFTTrainer:
     return sft
 
 
+@pytest.mark.slow
 def test_rl_init_from_continues_from_the_sft_weights(tmp_path, smollm2_tokenizer):
     lora = {"lora_r": 4, "lora_alpha": 8.0}
     sft = warm_start(tmp_path, smollm2_tokenizer, lora)
@@ -194,6 +197,7 @@ def test_rl_init_from_continues_from_the_sft_weights(tmp_path, smollm2_tokenizer
 
 
 @pytest.mark.parametrize("lora_r", [4, 0])
+@pytest.mark.slow
 def test_rl_kl_reference_after_a_warm_start_is_the_warm_start(tmp_path, smollm2_tokenizer, lora_r):
     # With kl_coef, the KL must hold the policy near where RL starts (the SFT weights), not
     # near the untrained base, and the reference must not move when the policy does.
@@ -235,6 +239,7 @@ def test_rl_kl_reference_after_a_warm_start_is_the_warm_start(tmp_path, smollm2_
     assert rl.update(batch)["kl"] > 1e-4
 
 
+@pytest.mark.slow
 def test_sft_on_a_graphs_demonstrations_learns_the_selected_nodes_calls(
     tmp_path, smollm2_tokenizer
 ):
@@ -337,6 +342,7 @@ def test_oracle_demonstrations_replay_to_success_in_every_env(tmp_path, env_id, 
 
 
 @pytest.mark.parametrize("lora_r", [0, 4])
+@pytest.mark.slow
 def test_rl_replaying_demonstrations_learns_them_where_no_group_teaches(
     tmp_path, smollm2_tokenizer, lora_r
 ):

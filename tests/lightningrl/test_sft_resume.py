@@ -50,6 +50,7 @@ def losses(out):
     return [(r["step"], r["sft_loss"]) for r in rows if "sft_loss" in r]
 
 
+@pytest.mark.slow
 def test_a_killed_warm_start_resumes_to_the_weights_of_an_uninterrupted_one(setup, tmp_path):
     model_dir, demos = setup
     straight = tmp_path / "straight"

@@ -21,6 +21,7 @@ def weights(model):
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
+@pytest.mark.slow
 def test_tiny_model_learns_to_write_target_tokens(tmp_path, smollm2_tokenizer, tokens_config):
     # Reward: the fraction of response tokens in a fixed set of 3,000 of 49,152 ids (about 6%
     # by chance at the start). A working learner raises it well above that in a few steps.
@@ -35,6 +36,7 @@ def test_tiny_model_learns_to_write_target_tokens(tmp_path, smollm2_tokenizer, t
     assert trainer.policy.version == 8
 
 
+@pytest.mark.slow
 def test_untrained_agents_keep_bit_identical_weights(tmp_path, smollm2_tokenizer, trainer_config):
     config = trainer_config(
         tmp_path,
@@ -58,6 +60,7 @@ def test_untrained_agents_keep_bit_identical_weights(tmp_path, smollm2_tokenizer
 
 
 @pytest.mark.parametrize("sampling", ["uniform", "learnability"])
+@pytest.mark.slow
 def test_killed_and_resumed_run_matches_one_that_ran_straight_through(
     tmp_path, smollm2_tokenizer, tokens_config, sampling
 ):
@@ -103,6 +106,7 @@ def test_learnability_sampling_pools_by_a_field_the_tasks_have(
         Trainer(config, model=tiny_model(len(smollm2_tokenizer)), tokenizer=smollm2_tokenizer)
 
 
+@pytest.mark.slow
 def test_checkpoint_interrupted_mid_write_is_never_used(
     tmp_path, smollm2_tokenizer, monkeypatch, tokens_config
 ):
@@ -133,6 +137,7 @@ def test_checkpoint_interrupted_mid_write_is_never_used(
     assert fresh.resume() and fresh.step == 1
 
 
+@pytest.mark.slow
 def test_a_run_ending_on_a_save_every_step_saves_it_once(
     tmp_path, smollm2_tokenizer, monkeypatch, tokens_config
 ):
@@ -150,6 +155,7 @@ def test_a_run_ending_on_a_save_every_step_saves_it_once(
     assert saved == [2, 4]
 
 
+@pytest.mark.slow
 def test_saving_a_step_again_killed_midway_keeps_its_first_copy(
     tmp_path, smollm2_tokenizer, monkeypatch, tokens_config
 ):
@@ -186,6 +192,7 @@ def test_saving_a_step_again_killed_midway_keeps_its_first_copy(
     assert not list((tmp_path / "run" / "checkpoints").glob(".replaced-*"))
 
 
+@pytest.mark.slow
 def test_non_finite_loss_skips_the_update(tmp_path, smollm2_tokenizer, monkeypatch, tokens_config):
     import boltzoo.lightningrl.trainer as trainer_module
 
@@ -266,6 +273,7 @@ def test_an_evaluation_logs_which_tasks_it_played_and_which_it_solved(
         assert evaluation["eval_success_rate"] == float(solved)
 
 
+@pytest.mark.slow
 def test_a_step_reports_the_share_of_groups_that_teach_nothing(
     tmp_path, smollm2_tokenizer, tokens_config
 ):
@@ -285,6 +293,7 @@ def test_a_step_reports_the_share_of_groups_that_teach_nothing(
 
 
 @pytest.mark.parametrize("estimator", ["rloo", "reinforce++"])
+@pytest.mark.slow
 def test_every_estimator_spelled_as_the_config_spells_it_trains(
     tmp_path, smollm2_tokenizer, tokens_config, estimator
 ):
