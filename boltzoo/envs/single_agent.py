@@ -15,9 +15,9 @@ from typing import Any
 import gymnasium
 from pettingzoo import AECEnv
 
-from boltzoo.agents.base import Policy, Turn, as_policy
 from boltzoo.episode import Completion
 from boltzoo.errors import UnknownAgentError
+from boltzoo.policy import Policy, Turn, as_policy
 
 
 class SingleAgentEnv(gymnasium.Env):
