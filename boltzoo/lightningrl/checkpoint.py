@@ -143,8 +143,8 @@ _NUMPY_ARRAYS = [
 
 
 # What a run writes in its folder: what mixes with a second run's, or misleads beside it.
-RUN_FILES = ("metrics.jsonl", "checkpoints", "tensorboard", "learning_curve.png", "loss.png",
-             "throughput.png")  # fmt: skip
+RUN_FILES = ("metrics.jsonl", "samples.jsonl", "checkpoints", "tensorboard",
+             "learning_curve.png", "loss.png", "throughput.png")  # fmt: skip
 
 
 def logged_steps(output_dir: str | Path) -> list[int]:

@@ -64,6 +64,7 @@ _RANGES: dict[str, tuple[float, float, bool]] = {
     "eval_every": (0, math.inf, True),
     "eval_tasks": (0, math.inf, True),
     "save_every": (0, math.inf, True),
+    "samples_per_step": (0, math.inf, True),
     "max_train_minutes": (0.0, math.inf, False),
     "episode_timeout_s": (0.0, math.inf, False),
     "micro_batch_tokens": (1, math.inf, True),
@@ -307,6 +308,11 @@ class TrainerConfig:
     tensorboard: bool = _help(
         "also write the metrics for TensorBoard (output_dir/tensorboard; boltzoo[train])",
         default=False,
+    )
+    samples_per_step: int = _help(
+        "LLM calls of each step written to output_dir/samples.jsonl, spread over its episodes: "
+        "prompt (its end), response, reward, advantage (0: none)",
+        default=8,
     )
 
     def __post_init__(self) -> None:

@@ -468,6 +468,7 @@ class Trainer:
             )
         # samples drawn with older weights than the learner's (a worker that missed a sync)
         stale = sum(t.policy_version not in (None, self.step) for t in transitions)
+        self._write_samples(transitions)  # (what the model wrote, with the credit it got)
         update_started = time.perf_counter()
         with self._gateways_paused():
             update = self.update(transitions) if transitions else {}
@@ -521,6 +522,30 @@ class Trainer:
                 rewards = [t.reward for t in transitions if t.agent == agent]
                 metrics[f"reward/{agent}"] = float(np.mean(rewards)) if rewards else 0.0
         return metrics
+
+    def _write_samples(self, transitions: list[Transition]) -> None:
+        """Append ``samples_per_step`` of the step's LLM calls to ``samples.jsonl``, spread over
+        its episodes, as TRL's ``log_completions`` shows them: the prompt's end (the latest
+        message), the response as sampled, its reward and advantage."""
+        count = self.config.samples_per_step
+        if not count or not transitions:
+            return
+        chosen = transitions[:: max(1, len(transitions) // count)][:count]
+        decode = self.tokenizer.decode
+        with (self.output_dir / "samples.jsonl").open("a") as f:
+            for t in chosen:
+                row = {
+                    "step": self.step + 1,
+                    "task_id": t.task_id,
+                    "episode_id": t.episode_id,
+                    "agent": t.agent,
+                    "turn": t.turn,
+                    "prompt_end": decode(t.prompt_token_ids[-120:]),
+                    "response": decode(t.response_token_ids),
+                    "reward": t.reward,
+                    "advantage": t.advantage,
+                }
+                f.write(json.dumps(row) + "\n")
 
     def update(self, transitions: list[Transition]) -> dict[str, float]:
         """Optimise on the step's transitions; return loss statistics.
@@ -929,11 +954,12 @@ class Trainer:
         torch.set_rng_state(state["torch_rng"])
         np.random.set_state(state["numpy_rng"])
         random.setstate(state["python_rng"])
-        # Metrics logged after the checkpoint belong to work that is now redone.
-        if self.metrics_path.exists():
-            lines = self.metrics_path.read_text().splitlines()
-            kept = [line for line in lines if json.loads(line)["step"] <= self.step]
-            self.metrics_path.write_text("".join(line + "\n" for line in kept))
+        # Metrics and samples logged after the checkpoint belong to work that is now redone.
+        for path in (self.metrics_path, self.output_dir / "samples.jsonl"):
+            if path.exists():
+                lines = path.read_text().splitlines()
+                kept = [line for line in lines if json.loads(line)["step"] <= self.step]
+                path.write_text("".join(line + "\n" for line in kept))
         return True
 
 

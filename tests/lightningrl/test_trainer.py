@@ -321,3 +321,17 @@ def test_micro_batches_default_to_the_devices_size_and_steps_report_memory(
     # the process's memory now and at its peak, in MiB (the kernel counts the two a little
     # differently: the peak may read a few pages under the current figure)
     assert metrics["rss_mib"] > 100 and metrics["peak_rss_mib"] > 100
+
+
+def test_each_step_writes_samples_of_what_the_model_wrote_and_the_credit_it_got(
+    tmp_path, smollm2_tokenizer, tokens_config
+):
+    config = tokens_config(tmp_path, steps=2, samples_per_step=3)
+    model = tiny_model(len(smollm2_tokenizer))
+    Trainer(config, model=model, tokenizer=smollm2_tokenizer).train()
+    lines = (tmp_path / "run" / "samples.jsonl").read_text().splitlines()
+    rows = [json.loads(line) for line in lines]
+    assert [r["step"] for r in rows] == [1, 1, 1, 2, 2, 2]
+    assert all(r["agent"] == "writer" and r["response"] and "prompt_end" in r for r in rows)
+    assert all(isinstance(r["reward"], float) and isinstance(r["advantage"], float) for r in rows)
+    assert len({r["episode_id"] for r in rows if r["step"] == 1}) == 3  # spread over episodes
