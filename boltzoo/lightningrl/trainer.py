@@ -73,6 +73,7 @@ from boltzoo.lightningrl.transitions import (
 )
 from boltzoo.lightningrl.weights import (
     adapter_parameters,
+    add_frozen_copy,
     add_lora_adapters,
     lora_state_dict,
 )
@@ -688,15 +689,8 @@ class Trainer:
             logprobs, mask, entropy = logprobs_of(model, with_entropy=cfg.entropy_coef > 0)
             ref = None
             if cfg.kl_coef:
-                with torch.no_grad():
-                    reference = self.references.get(name)
-                    if reference is None:  # LoRA from scratch: the shared base, adapters off
-                        with model.disable_adapter():
-                            ref = logprobs_of(model)[0]
-                    else:
-                        if self.lora:
-                            reference.set_adapter(name)
-                        ref = logprobs_of(reference)[0]
+                with torch.no_grad(), self.reference_of(name) as reference:
+                    ref = logprobs_of(reference)[0]
         # Per token: its call's advantage and sampling logprob (recomputed ones stand in for
         # calls whose backend gave none: their ratio is then 1).
         old = logprobs.detach().clone()
@@ -831,8 +825,8 @@ class Trainer:
     def trained_weights(self) -> dict[str, torch.Tensor]:
         """Return what a checkpoint stores of the weights: every adapter's LoRA weights, or the
         full model (one policy), or each policy's model under ``"{name}/"`` (several)."""
-        if self.lora:
-            return lora_state_dict(self.model)
+        if self.lora:  # (the policies' adapters, not their KL references')
+            return lora_state_dict(self.model, self.policy_names)
         if len(self.policy_names) == 1:
             return self.model.state_dict()
         return {
@@ -841,9 +835,30 @@ class Trainer:
             for key, value in model.state_dict().items()
         }
 
+    @contextlib.contextmanager
+    def reference_of(self, name: str) -> Iterator[Any]:
+        """Yield the module whose forward pass is policy ``name``'s KL reference: a frozen
+        module (full weights), its adapter's frozen copy on the shared base (LoRA after a warm
+        start), or the base with the adapters off (LoRA from scratch); the learner's adapter
+        is active again after."""
+        reference = self.references.get(name)
+        if reference is not None and not isinstance(reference, str):
+            yield reference
+            return
+        model = self.models[name]
+        if reference is None:
+            with model.disable_adapter():
+                yield model
+            return
+        model.set_adapter(reference)
+        try:
+            yield model
+        finally:
+            model.set_adapter(name)
+
     def _load_trained_weights(self, weights: dict[str, torch.Tensor]) -> None:
         if self.lora:
-            expected = set(lora_state_dict(self.model))
+            expected = set(lora_state_dict(self.model, self.policy_names))
             if set(weights) != expected:
                 raise ValueError(
                     "the checkpoint's LoRA weights do not match this run's adapters "
@@ -906,9 +921,11 @@ class Trainer:
             # The KL holds each policy near where this run starts, the warm start (TRL's
             # reference model is the SFT model), not near the untrained base; a resumed run
             # loads init_from first too, so its reference stays the warm start.
-            if self.lora:
-                reference = copy.deepcopy(self.model).eval().requires_grad_(False)
-                self.references = {name: reference for name in self.policy_names}
+            if self.lora:  # a frozen copy of each adapter, on the same base
+                for name in self.policy_names:
+                    add_frozen_copy(self.model, name, f"{name}{REFERENCE_SUFFIX}")
+                    self.references[name] = f"{name}{REFERENCE_SUFFIX}"
+                self.model.set_adapter(self.policy_names[0])  # (adding one made it active)
             else:
                 self.references = {
                     name: copy.deepcopy(m).eval().requires_grad_(False)
@@ -963,6 +980,7 @@ class Trainer:
         return True
 
 
+REFERENCE_SUFFIX = "_reference"  # a LoRA policy's KL reference: a frozen copy of its adapter
 STATISTICS = ("pg_loss", "kl", "entropy", "clip_fraction", "ratio_mean")  # from LossOutput
 
 

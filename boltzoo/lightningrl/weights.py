@@ -80,9 +80,28 @@ def adapter_parameters(model: Any, name: str) -> list[torch.nn.Parameter]:
     return params
 
 
-def lora_state_dict(model: Any) -> dict[str, torch.Tensor]:
-    """Return the LoRA weights of every adapter of a peft model (what a checkpoint stores)."""
-    return {k: v for k, v in model.state_dict().items() if ".lora_" in k}
+def lora_state_dict(model: Any, adapters: Sequence[str] | None = None) -> dict[str, torch.Tensor]:
+    """Return the LoRA weights of a peft model's adapters (what a checkpoint stores): every
+    adapter's, or those named in ``adapters``."""
+    weights = {k: v for k, v in model.state_dict().items() if ".lora_" in k}
+    if adapters is None:
+        return weights
+    return {k: v for k, v in weights.items() if any(f".{a}." in k for a in adapters)}
+
+
+@torch.no_grad()
+def add_frozen_copy(model: Any, adapter: str, copy: str) -> None:
+    """Add adapter ``copy`` to peft ``model``: the weights of ``adapter`` now, frozen (a KL
+    reference on the shared base: a few MB, where a copy of the model would be all of it)."""
+    model.add_adapter(copy, model.peft_config[adapter])
+    parameters = dict(model.named_parameters())
+    for name, parameter in parameters.items():
+        if ".lora_" in name and f".{adapter}." in name:
+            target = parameters[name.replace(f".{adapter}.", f".{copy}.")]
+            target.copy_(parameter)
+    for name, parameter in parameters.items():
+        if f".{copy}." in name:
+            parameter.requires_grad_(False)
 
 
 @torch.no_grad()

@@ -17,6 +17,7 @@ from boltzoo.errors import DatasetError, RunFolderError
 from boltzoo.lightningrl.config import SFTConfig, TrainerConfig
 from boltzoo.lightningrl.sft import SFTTrainer
 from boltzoo.lightningrl.trainer import Trainer, response_logprobs
+from boltzoo.lightningrl.weights import lora_state_dict
 
 
 def sft_config(tmp_path, demos, **overrides) -> SFTConfig:
@@ -225,17 +226,21 @@ def test_rl_kl_reference_after_a_warm_start_is_the_warm_start(tmp_path, smollm2_
         model=tiny_model(len(smollm2_tokenizer)),
         tokenizer=smollm2_tokenizer,
     )
-    reference = rl.references["policy"]
-    if lora_r:
-        reference.set_adapter("policy")
-    assert torch.allclose(logprobs_of(reference), warm, atol=1e-6)
+    def reference_logprobs():
+        with rl.reference_of("policy") as reference:
+            return logprobs_of(reference)
+
+    assert torch.allclose(reference_logprobs(), warm, atol=1e-6)
+    if lora_r:  # a frozen copy of the adapter on the same base, not a copy of the model
+        assert rl.references["policy"] == "policy_reference"
+        assert rl.trained_weights().keys() == set(lora_state_dict(sft.model))
     # Through the learner's own update: before it moves, the policy is its reference (KL 0).
     assert rl.update(batch)["kl"] == pytest.approx(0.0, abs=1e-6)
     with torch.no_grad():  # the policy moves (as an update would move it) ...
         for parameter in rl.params["policy"]:
             parameter.add_(0.05 * torch.randn_like(parameter))
     assert not torch.allclose(logprobs_of(rl._learner("policy")), warm, atol=1e-3)
-    assert torch.allclose(logprobs_of(reference), warm, atol=1e-6)  # ... the reference does not
+    assert torch.allclose(reference_logprobs(), warm, atol=1e-6)  # ... the reference does not
     assert rl.update(batch)["kl"] > 1e-4
 
 
