@@ -53,17 +53,19 @@ def test_a_tiny_model_learns_from_a_programs_calls_and_the_reward_it_reports(
         env="prompts-v0",
         env_kwargs={"tasks": PROMPTS},
         agent_command=f"{sys.executable} {PROGRAMS}/token_reward.py",
-        steps=6,
+        steps=8,
         epochs_per_step=4,
     )
     trainer = Trainer(config, model=tiny_model(len(smollm2_tokenizer)), tokenizer=smollm2_tokenizer)
     with trainer:
         history = trainer.train()
-    start, end = history[0]["reward"], sum(m["reward"] for m in history[-2:]) / 2
+    # (8 steps, the last 3 averaged: at 6 steps and 2 averaged, 2 runs in about 9 ended under
+    # the bar here on 2026-12-06, one sample of the gateway's batching away from it)
+    start, end = history[0]["reward"], sum(m["reward"] for m in history[-3:]) / 3
     assert start < 0.15
     assert end > 0.12 and end > 3 * start
     assert all(m["failed_episodes"] == 0 and m["stale_transitions"] == 0 for m in history)
-    assert trainer.policy.version == 6
+    assert trainer.policy.version == 8
 
 
 @pytest.mark.slow
