@@ -8,6 +8,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin, get_type_hints
@@ -74,6 +76,46 @@ _RANGES: dict[str, tuple[float, float, bool]] = {
     "epochs": (1, math.inf, True),
     "batch_size": (1, math.inf, True),
 }
+
+
+# A setting that does nothing unless another says so: (when it acts, in words, the test).
+_INERT_UNLESS: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "gamma": ("credit='discounted'", lambda c: c.credit == "discounted"),
+    "normalize_std": ("estimator='grpo'", lambda c: c.estimator == "grpo"),
+    "kl_estimator": ("kl_coef > 0", lambda c: c.kl_coef > 0),
+    "sampler_precision": ("sampler='copy' or 'vllm'", lambda c: c.sampler != "shared"),
+    "sampler_kwargs": ("sampler='vllm'", lambda c: c.sampler == "vllm"),
+    "task_pool_field": ("task_sampling='learnability'", lambda c: c.task_sampling != "uniform"),
+    "task_pool_decay": ("task_sampling='learnability'", lambda c: c.task_sampling != "uniform"),
+    "replay_coef": ("replay_demos", lambda c: bool(c.replay_demos)),
+    "replay_calls": ("replay_demos", lambda c: bool(c.replay_demos)),
+    "lora_alpha": ("lora_r > 0", lambda c: c.lora_r > 0),
+    "lora_dropout": ("lora_r > 0", lambda c: c.lora_r > 0),
+    "lora_target_modules": ("lora_r > 0", lambda c: c.lora_r > 0),
+    "ray_address": ("rollout_workers > 0", lambda c: c.rollout_workers > 0),
+    "agent_roles": ("an agent program", lambda c: bool(c.agent_command or c.agent_service)),
+}
+_WARNED: set[str] = set()
+
+
+def warn_inert_settings(config: Any) -> list[str]:
+    """Warn (once a process for each) about settings changed from their defaults that do
+    nothing with the rest of ``config``; return what they say."""
+    fields = {f.name: f for f in dataclasses.fields(config)}
+    said = []
+    for name, (when, acts) in _INERT_UNLESS.items():
+        spec = fields.get(name)
+        if spec is None:
+            continue
+        default = spec.default_factory() if spec.default is dataclasses.MISSING else spec.default
+        if getattr(config, name) == default or acts(config):
+            continue
+        message = f"{name}={getattr(config, name)!r} does nothing unless {when}"
+        said.append(message)
+        if message not in _WARNED:
+            _WARNED.add(message)
+            warnings.warn(message, UserWarning, stacklevel=4)
+    return said
 
 
 def check_ranges(config: Any, ranges: dict[str, tuple[float, float, bool]]) -> None:
@@ -366,7 +408,7 @@ class TrainerConfig:
         if not self.agent_timeout_s > 0:
             raise ConfigError(f"agent_timeout_s must be positive, got {self.agent_timeout_s}")
         check_ranges(self, _RANGES)
-
+        warn_inert_settings(self)
 
     def to_dict(self) -> dict[str, Any]:
         """Return the config as plain JSON values."""

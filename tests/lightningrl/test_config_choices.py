@@ -41,3 +41,27 @@ def test_vllm_sampling_with_top_p_is_refused():
     with pytest.raises(ValueError, match="top_p"):
         TrainerConfig(sampler="vllm", top_p=0.9)
     TrainerConfig(sampler="copy", top_p=0.9)
+
+
+def test_a_setting_that_does_nothing_in_this_setting_says_so_once(monkeypatch):
+    import warnings
+
+    from boltzoo.lightningrl import config as config_module
+    from boltzoo.lightningrl.config import warn_inert_settings
+
+    monkeypatch.setattr(config_module, "_WARNED", set())  # (as in a fresh process)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        TrainerConfig(gamma=0.5, sampler="shared", sampler_precision="bf16")
+        TrainerConfig(gamma=0.5)  # the same again: said once a process
+        TrainerConfig(gamma=0.5, credit="discounted", sampler="copy", sampler_precision="bf16")
+        TrainerConfig()
+    assert [str(w.message) for w in caught] == [
+        "gamma=0.5 does nothing unless credit='discounted'",
+        "sampler_precision='bf16' does nothing unless sampler='copy' or 'vllm'",
+    ]
+    assert warn_inert_settings(TrainerConfig(lora_r=0, lora_alpha=8.0)) == [
+        "lora_alpha=8.0 does nothing unless lora_r > 0"
+    ]
+    assert warn_inert_settings(TrainerConfig(lora_r=4, lora_alpha=8.0)) == []
