@@ -34,7 +34,7 @@ from typing import Any
 from boltzoo.agents.scripted import SCRIPTED_POLICIES
 from boltzoo.episode import Episode
 from boltzoo.errors import ConfigError
-from boltzoo.lightningrl.config import TrainerConfig, choices
+from boltzoo.lightningrl.config import FIELD_GROUPS, TrainerConfig, choices
 from boltzoo.lightningrl.curriculum import task_pools
 from boltzoo.registration import inspected, registered_envs, resolve_env_id
 from boltzoo.rollout import evaluation_tasks, rollout
@@ -282,27 +282,37 @@ def _config_flags(parser: argparse.ArgumentParser, config_class: type) -> None:
     import dataclasses
 
     allowed = choices(config_class)
-    for f in dataclasses.fields(config_class):
-        if f.name in ("env", "model"):
-            continue
-        flag = "--" + f.name.replace("_", "-")
-        given = {"default": argparse.SUPPRESS, "help": f.metadata["help"]}
-        if f.name in allowed:  # one of the config's own list
-            values = [v for v in allowed[f.name] if v is not None]
-            parser.add_argument(flag, choices=values, **given)
-        elif f.type == "bool":  # --flag alone means true; --flag false turns it off
-            parser.add_argument(flag, type=_parse_bool, nargs="?", const=True, **given)
-        elif f.type in ("int", "float", "int | None", "float | None"):
-            parser.add_argument(flag, type=_number_parser(f.type), **given)
-        elif f.type in ("str", "str | None"):  # taken as written: --output-dir 2024 is a folder
-            parser.add_argument(flag, type=str, **given)
-        elif f.type.startswith("dict"):
-            parser.add_argument(flag, type=_json_parser(dict, "a JSON object"), **given)
-        elif f.type.startswith("list"):  # a JSON list (or one string, where the field takes one)
-            parse = _json_parser(list, "a JSON list", text="| str" in f.type)
-            parser.add_argument(flag, type=parse, **given)
-        else:
-            raise TypeError(f"no command-line parser for {f.name}: {f.type}")
+    fields = {f.name: f for f in dataclasses.fields(config_class)}
+    grouped = [*FIELD_GROUPS.items(), ("other", tuple(fields))]
+    placed: set[str] = {"env", "model"}  # (the command's own arguments)
+    for title, names in grouped:  # the groups in order, the core first
+        group = parser.add_argument_group(title)
+        for name in names:
+            if name not in fields or name in placed:
+                continue
+            placed.add(name)
+            _add_config_flag(group, fields[name], allowed)
+
+
+def _add_config_flag(parser: Any, f: Any, allowed: dict[str, tuple[Any, ...]]) -> None:
+    flag = "--" + f.name.replace("_", "-")
+    given = {"default": argparse.SUPPRESS, "help": f.metadata["help"]}
+    if f.name in allowed:  # one of the config's own list
+        values = [v for v in allowed[f.name] if v is not None]
+        parser.add_argument(flag, choices=values, **given)
+    elif f.type == "bool":  # --flag alone means true; --flag false turns it off
+        parser.add_argument(flag, type=_parse_bool, nargs="?", const=True, **given)
+    elif f.type in ("int", "float", "int | None", "float | None"):
+        parser.add_argument(flag, type=_number_parser(f.type), **given)
+    elif f.type in ("str", "str | None"):  # taken as written: --output-dir 2024 is a folder
+        parser.add_argument(flag, type=str, **given)
+    elif f.type.startswith("dict"):
+        parser.add_argument(flag, type=_json_parser(dict, "a JSON object"), **given)
+    elif f.type.startswith("list"):  # a JSON list (or one string, where the field takes one)
+        parse = _json_parser(list, "a JSON list", text="| str" in f.type)
+        parser.add_argument(flag, type=parse, **given)
+    else:
+        raise TypeError(f"no command-line parser for {f.name}: {f.type}")
 
 
 def _bounded(kind: type, low: float, high: float = math.inf, *, low_allowed: bool = True) -> Any:

@@ -78,6 +78,44 @@ _RANGES: dict[str, tuple[float, float, bool]] = {
 }
 
 
+# The fields by what they are about, the ones a user needs first: how --help and the docs
+# show them (a field in no group is shown under "other").
+FIELD_GROUPS: dict[str, tuple[str, ...]] = {
+    "the run": (
+        "env", "env_kwargs", "eval_env_kwargs", "model", "train_agents", "demos",
+        "only_successful", "init_from", "output_dir", "seed", "steps", "epochs",
+        "max_train_minutes", "lr",
+    ),
+    "sampling": (
+        "tasks_per_step", "group_size", "batch_size", "max_new_tokens", "temperature", "top_p",
+        "episode_timeout_s", "sampler", "sampler_precision", "sampler_kwargs",
+        "max_prompt_tokens",
+    ),
+    "who plays (frameworks, agent programs, several policies)": (
+        "policy_map", "framework", "agent_command", "agent_service", "agent_roles",
+        "agent_concurrency", "agent_timeout_s",
+    ),
+    "weights (LoRA)": ("lora_r", "lora_alpha", "lora_dropout", "lora_target_modules"),
+    "algorithm": (
+        "credit", "gamma", "estimator", "group_by", "normalize_std", "per_episode_advantage",
+        "clip_eps", "clip_eps_high", "dual_clip", "kl_coef", "kl_estimator", "entropy_coef",
+        "aggregation", "epochs_per_step", "weight_decay", "warmup_steps", "lr_schedule",
+        "max_grad_norm",
+    ),
+    "replay and curriculum": (
+        "replay_demos", "replay_coef", "replay_calls", "task_sampling", "task_pool_field",
+        "task_pool_decay",
+    ),
+    "evaluation, checkpoints and logs": (
+        "eval_every", "eval_tasks", "save_every", "samples_per_step", "progress", "tensorboard",
+    ),
+    "systems": (
+        "rollout_workers", "ray_address", "device", "precision", "micro_batch_tokens",
+        "pack_calls", "share_prompts",
+    ),
+}  # fmt: skip
+
+
 # A setting that does nothing unless another says so: (when it acts, in words, the test).
 _INERT_UNLESS: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "gamma": ("credit='discounted'", lambda c: c.credit == "discounted"),

@@ -65,3 +65,15 @@ def test_a_setting_that_does_nothing_in_this_setting_says_so_once(monkeypatch):
         "lora_alpha=8.0 does nothing unless lora_r > 0"
     ]
     assert warn_inert_settings(TrainerConfig(lora_r=4, lora_alpha=8.0)) == []
+
+
+def test_every_config_field_is_in_one_help_group_the_core_first():
+    import dataclasses
+
+    from boltzoo.lightningrl.config import FIELD_GROUPS, SFTConfig
+
+    listed = [name for names in FIELD_GROUPS.values() for name in names]
+    assert len(listed) == len(set(listed))  # one group each
+    for config in (TrainerConfig, SFTConfig):
+        assert {f.name for f in dataclasses.fields(config)} <= set(listed), config
+    assert next(iter(FIELD_GROUPS)) == "the run" and "lr" in FIELD_GROUPS["the run"]
