@@ -392,13 +392,6 @@ def _parse_bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
-def _parse_value(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
-
-
 def _print_held_out(run_dir: str) -> None:
     """Print a run's held-out success at its first and last evaluation, and the two compared
     task by task when both logged their outcomes."""
@@ -435,10 +428,10 @@ def _claim_run_folder(config: Any, given: dict[str, Any], args: argparse.Namespa
     from boltzoo.errors import RunFolderError
     from boltzoo.lightningrl.checkpoint import (
         adopt_weight_settings,
+        check_checkpoint,
         check_run_folder,
         clear_run_folder,
         latest_checkpoint,
-        load_checkpoint,
     )
 
     output_dir = Path(config.output_dir)
@@ -455,10 +448,10 @@ def _claim_run_folder(config: Any, given: dict[str, Any], args: argparse.Namespa
     if not os.access(output_dir, os.W_OK):
         raise RunFolderError(f"output_dir {str(output_dir)!r} is not writable")
     if config.init_from:
-        load_checkpoint(adopt_weight_settings(config, config.init_from, given=set(given)))
+        check_checkpoint(adopt_weight_settings(config, config.init_from, given=set(given)))
     resolve_model(config.model)  # the model is found (it loads later)
     if resume and (folder := latest_checkpoint(output_dir / "checkpoints")) is not None:
-        load_checkpoint(folder)
+        check_checkpoint(folder)
 
 
 def cmd_train(args: argparse.Namespace) -> int:

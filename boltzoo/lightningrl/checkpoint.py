@@ -13,17 +13,20 @@ too, so a rename survives a power cut.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pickle
 import re
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from boltzoo.errors import RunFolderError
@@ -265,13 +268,37 @@ def load_checkpoint(folder: str | Path) -> tuple[dict[str, torch.Tensor], dict[s
             objects boltzoo never writes; the message names the file.
     """
     folder = Path(folder)
-    try:
+    with _reading(folder / "model.safetensors"):
         weights = load_file(folder / "model.safetensors")
+    return weights, _read_state(folder)
+
+
+def check_checkpoint(folder: str | Path) -> None:
+    """Read what :func:`load_checkpoint` would, but the weights' header only (a full model's
+    weights are not read twice): a damaged checkpoint fails here, before any model loads.
+
+    Raises:
+        RunFolderError: as :func:`load_checkpoint`.
+    """
+    folder = Path(folder)
+    with _reading(folder / "model.safetensors"):
+        with safe_open(folder / "model.safetensors", "pt") as weights:
+            weights.keys()
+    _read_state(folder)
+
+
+@contextlib.contextmanager
+def _reading(path: Path) -> Iterator[None]:
+    try:
+        yield
     except Exception as error:  # safetensors raises its own SafetensorError, or OSError
         raise RunFolderError(
-            f"{folder / 'model.safetensors'} cannot be read ({type(error).__name__}: "
-            f"{str(error)[:200]}): a damaged or foreign checkpoint"
+            f"{path} cannot be read ({type(error).__name__}: {str(error)[:200]}): a damaged or "
+            "foreign checkpoint"
         ) from None
+
+
+def _read_state(folder: Path) -> dict[str, Any]:
     try:
         with torch.serialization.safe_globals(_NUMPY_ARRAYS):
             state = torch.load(folder / "state.pt", weights_only=True)
@@ -290,4 +317,4 @@ def load_checkpoint(folder: str | Path) -> tuple[dict[str, torch.Tensor], dict[s
         ) from None
     if not isinstance(state, dict):
         raise RunFolderError(f"{folder / 'state.pt'} is not a boltzoo checkpoint's state")
-    return weights, state
+    return state

@@ -108,6 +108,13 @@ class SFTTrainer(Trainer):
                 flush=True,
             )
 
+    def _evaluated_last(self) -> bool:
+        """Return whether ``metrics.jsonl`` holds an evaluation of the current step."""
+        from boltzoo.lightningrl.report import read_metrics
+
+        rows = read_metrics(self.output_dir) if self.metrics_path.exists() else []
+        return any(r["step"] == self.step and "eval_success_rate" in r for r in rows)
+
     def batches(self, epoch: int) -> list[tuple[str, list[Transition]]]:
         """Return epoch ``epoch``'s batches: each policy's calls shuffled (seeded by epoch) and
         cut into ``batch_size`` pieces, the policies' batches interleaved in a seeded order."""
@@ -186,7 +193,8 @@ class SFTTrainer(Trainer):
                 self.sampling.sync(self.policy_names, self.step)
                 if self.saved_step != self.step:
                     self.save()
-            if cfg.eval_tasks:
+            # (a resumed run that had finished and evaluated is not evaluated twice)
+            if cfg.eval_tasks and not (self.step == resumed_at > 0 and self._evaluated_last()):
                 self._log({"step": self.step, **self.evaluate()})
         finally:
             bar.close()

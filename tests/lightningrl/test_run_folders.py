@@ -11,6 +11,7 @@ import torch
 from boltzoo import cli
 from boltzoo.errors import RunFolderError
 from boltzoo.lightningrl.checkpoint import (
+    check_checkpoint,
     check_run_folder,
     clear_run_folder,
     latest_checkpoint,
@@ -88,6 +89,8 @@ def test_a_damaged_weights_file_is_one_clear_error(tmp_path):
     (folder / "model.safetensors").write_bytes(b"\x00" * 10)
     with pytest.raises(RunFolderError, match=r"model\.safetensors cannot be read"):
         load_checkpoint(folder)
+    with pytest.raises(RunFolderError, match=r"model\.safetensors cannot be read"):
+        check_checkpoint(folder)  # (what the CLI reads before the model loads: the header)
 
 
 def test_the_rng_states_a_save_writes_a_safe_load_restores(tmp_path):

@@ -427,3 +427,19 @@ def test_a_non_finite_sft_loss_leaves_the_weights_and_is_counted(
     out = trainer.sft_step(name, batch)
     assert out["skipped_updates"] == 1 and out["sft_loss"] != out["sft_loss"]  # NaN
     assert all(torch.equal(v, before[k]) for k, v in trainer.model.state_dict().items())
+
+
+def test_resuming_a_finished_warm_start_trains_and_evaluates_nothing_again(
+    tmp_path, smollm2_tokenizer
+):
+    demos = tmp_path / "demos.jsonl"
+    record(demos, {"solver": OraclePolicy()}, [0, 1])
+    config = sft_config(tmp_path, demos, eval_tasks=2, max_new_tokens=4)
+    model, tokenizer = tiny_model(len(smollm2_tokenizer)), smollm2_tokenizer
+    SFTTrainer(config, model=model, tokenizer=tokenizer).train()
+    metrics = (tmp_path / "sft" / "metrics.jsonl").read_text()
+    assert sum('"eval_success_rate"' in line for line in metrics.splitlines()) == 2
+    again = SFTTrainer(config, model=tiny_model(len(tokenizer)), tokenizer=tokenizer)
+    assert again.resume()
+    assert again.train() == []
+    assert (tmp_path / "sft" / "metrics.jsonl").read_text() == metrics

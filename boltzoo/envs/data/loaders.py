@@ -64,6 +64,13 @@ def _expression_if_exact(candidate: str | None, answer: Fraction) -> str | None:
     return expression
 
 
+def _file_task(task_id: str, question: str, answer: Fraction, expression: str | None) -> MathTask:
+    """A math-v0 task read from a user's data (GSM8K, Calc-X or rows)."""
+    return MathTask(
+        task_id, question.strip(), canonical_number(answer), expression, level="file", template=None
+    )
+
+
 _GSM8K_FINAL_RE = re.compile(r"####\s*([^\n]*)")
 _GSM8K_CALC_RE = re.compile(r"<<([^<>=]*)=[^<>]*>>")
 
@@ -95,16 +102,9 @@ def load_gsm8k(path: str | os.PathLike) -> list[MathTask]:
         except ValueError as error:
             raise DatasetError(f"{where}: '#### {finals[-1].strip()}' is not a number") from error
         annotations = _GSM8K_CALC_RE.findall(solution)
-        tasks.append(
-            MathTask(
-                task_id=str(row["id"]) if row.get("id") is not None else f"gsm8k-{row_index}",
-                question=question.strip(),
-                answer=canonical_number(answer),
-                expression=_expression_if_exact(annotations[-1] if annotations else None, answer),
-                level="file",
-                template=None,
-            )
-        )
+        task_id = str(row["id"]) if row.get("id") is not None else f"gsm8k-{row_index}"
+        expression = _expression_if_exact(annotations[-1] if annotations else None, answer)
+        tasks.append(_file_task(task_id, question, answer, expression))
     return tasks
 
 
@@ -151,16 +151,9 @@ def load_calcx(path: str | os.PathLike) -> list[MathTask]:
         if chain is not None and not isinstance(chain, str):
             raise DatasetError(f"{where}: field 'chain' must be a string")
         gadgets = _GADGET_RE.findall(chain or "")
-        tasks.append(
-            MathTask(
-                task_id=str(row["id"]) if row.get("id") is not None else f"calcx-{row_index}",
-                question=question.strip(),
-                answer=canonical_number(answer),
-                expression=_expression_if_exact(gadgets[-1] if gadgets else None, answer),
-                level="file",
-                template=None,
-            )
-        )
+        task_id = str(row["id"]) if row.get("id") is not None else f"calcx-{row_index}"
+        expression = _expression_if_exact(gadgets[-1] if gadgets else None, answer)
+        tasks.append(_file_task(task_id, question, answer, expression))
     return tasks
 
 
@@ -525,27 +518,17 @@ def math_rows(source: Any) -> list[MathTask]:
     for where, row in located_rows(source, "math-v0 tasks"):
         question = required_text(row, "question", where).strip()
         answer = _number_field(row, "answer", where)
-        expression = row.get("expression")
-        if expression is not None:
-            if not isinstance(expression, str):
-                raise DatasetError(f"{where}: field 'expression' must be a string")
-            if _expression_if_exact(expression, answer) is None:
-                raise DatasetError(
-                    f"{where}: expression {expression!r} does not evaluate exactly to the answer "
-                    f"{canonical_number(answer)}"
-                )
-            expression = _expression_if_exact(expression, answer)
-        task_id = _row_id(row, ("id",), f"task-{short_digest(question)}", where)
-        tasks.append(
-            MathTask(
-                _unique_id(task_id, seen, where),
-                question,
-                canonical_number(answer),
-                expression,
-                level="file",
-                template=None,
+        given = row.get("expression")
+        if given is not None and not isinstance(given, str):
+            raise DatasetError(f"{where}: field 'expression' must be a string")
+        expression = _expression_if_exact(given, answer)
+        if given is not None and expression is None:
+            raise DatasetError(
+                f"{where}: expression {given!r} does not evaluate exactly to the answer "
+                f"{canonical_number(answer)}"
             )
-        )
+        task_id = _row_id(row, ("id",), f"task-{short_digest(question)}", where)
+        tasks.append(_file_task(_unique_id(task_id, seen, where), question, answer, expression))
     return tasks
 
 
