@@ -1,7 +1,9 @@
 """Reading users' data files: existence checks, JSON and JSONL rows with their line numbers,
 required fields — with errors that name the file and the line.
 
-Also the small pieces the data modules share around their rows: checking a split (or level, or
+Also the bundled tables (``boltzoo/envs/data/tables``: the value lists, phrasings and schemas
+the task generators draw from, as JSON and SQL) and the small pieces the data modules share
+around their rows: checking a split (or level, or
 database) name against its choices, and the sha256 of a text that gives generated tasks their
 ids and their train/test split.
 
@@ -23,6 +25,8 @@ from typing import Any
 from boltzoo.errors import DatasetError
 
 __all__ = [
+    "bundled_table",
+    "bundled_text",
     "check_choice",
     "existing_file",
     "hash_split",
@@ -33,6 +37,31 @@ __all__ = [
     "short_digest",
     "split_source",
 ]
+
+
+_TABLES_DIR = Path(__file__).parent / "tables"
+
+
+def bundled_text(name: str) -> str:
+    """Return the text of ``boltzoo/envs/data/tables/<name>`` (e.g. a schema, ``"retail.sql"``)."""
+    return (_TABLES_DIR / name).read_text(encoding="utf-8")
+
+
+def _as_tuples(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(_as_tuples(item) for item in value)
+    if isinstance(value, dict):
+        return {key: _as_tuples(item) for key, item in value.items()}
+    return value
+
+
+def bundled_table(name: str) -> dict[str, Any]:
+    """Return the JSON object in ``boltzoo/envs/data/tables/<name>``, its arrays as tuples.
+
+    Tuples, because the generators hash, compare and index these rows as the literals they were
+    written as before they were data; a generator draws the same tasks either way.
+    """
+    return _as_tuples(json.loads(bundled_text(name)))
 
 
 def existing_file(path: str | os.PathLike, kind: str) -> Path:

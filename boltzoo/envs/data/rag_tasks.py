@@ -58,6 +58,7 @@ import re
 from dataclasses import dataclass, field
 
 from boltzoo.envs.data.files import (
+    bundled_table,
     check_choice,
     hash_split,
     short_digest,
@@ -156,328 +157,26 @@ class RAGDataset:
 # {desc} a kind description ({a_occ}/{a_desc}: with "a"/"an"), {R} region, {C} country,
 # {thing}/{n} flavour words.
 
-_FACTS: dict[str, tuple[str, ...]] = {
-    "born_in": (
-        "{S} was born in {O}.",
-        "{S} was born in the town of {O}.",
-        "{O} was the birthplace of {s}.",
-        "{S} came into the world in {O}.",
-        "{S} was a native of {O}, where {pr} was born.",
-    ),
-    "born_year": (
-        "{S} was born in {Y}.",
-        "{S} was born in the year {Y}.",
-        "{S} first drew breath in {Y}.",
-        "{P} year of birth was {Y}.",
-    ),
-    "born_in+born_year": (
-        "{S} was born in {O} in {Y}.",
-        "{S} was born in {Y} in {O}.",
-        "Born in {O} in {Y}, {s} spent a quiet childhood there.",
-        "{S} came into the world in {O} in the year {Y}.",
-        "{O} was where {s} was born, in {Y}.",
-    ),
-    "spouse": (
-        "{S} married {O}.",
-        "{S} was married to {O}.",
-        "{P} {noun} was {O}.",
-        "In later life {s} wed {O}.",
-    ),
-    "mentor": (
-        "{S} studied under {O}.",
-        "{S} trained with {O}.",
-        "{S} was a pupil of {O}.",
-        "{P} mentor was {O}.",
-        "As a young {occ}, {s} learned the craft from {O}.",
-    ),
-    "founder": (
-        "{S} was founded by {O}.",
-        "{S} was established by {O}.",
-        "{O} founded {s}.",
-        "{S} owes its existence to {O}.",
-        "{S} began as the project of {O}.",
-    ),
-    "founded_year": (
-        "{S} was founded in {Y}.",
-        "{S} has existed since {Y}.",
-        "{S} dates from {Y}.",
-        "{S} opened its doors in {Y}.",
-        "{S} was formally created in {Y}.",
-    ),
-    "founder+founded_year": (
-        "{S} was founded by {O} in {Y}.",
-        "In {Y}, {O} established {s}.",
-        "{O} founded {s} in {Y}.",
-        "{S} was created in {Y} on the initiative of {O}.",
-    ),
-    "headquarters": (
-        "{S} has its headquarters in {O}.",
-        "{S} is headquartered in {O}.",
-        "{S} is based in {O}.",
-        "{S} keeps its main offices in {O}.",
-        "The head office of {s} stands in {O}.",
-    ),
-    "leader": (
-        "{S} is led by {O}.",
-        "{S} is currently headed by {O}.",
-        "{O} is the director of {s}.",
-        "{O} now runs {s}.",
-        "Today {s} is under the direction of {O}.",
-    ),
-    "creator:novel": (
-        "{S} was written by {O}.",
-        "{S} is a novel by {O}.",
-        "{O} wrote {s}.",
-        "{O} is the author of {s}.",
-    ),
-    "creator:film": (
-        "{S} was directed by {O}.",
-        "{S} is a film by {O}.",
-        "{O} directed {s}.",
-        "{O} was behind the camera for {s}.",
-    ),
-    "creator:ship": (
-        "{S} was designed by {O}.",
-        "{O} drew up the plans for {s}.",
-        "The naval architect {O} designed {s}.",
-        "{S} was built to plans by {O}.",
-    ),
-    "creator:painting": (
-        "{S} was painted by {O}.",
-        "{O} painted {s}.",
-        "{S} is the work of the painter {O}.",
-        "{S} came from the brush of {O}.",
-    ),
-    "creator:invention": (
-        "{S} was invented by {O}.",
-        "{O} devised {s}.",
-        "{S} is credited to {O}.",
-        "{S} was the invention of {O}.",
-    ),
-    "creator:opera": (
-        "{S} was composed by {O}.",
-        "{O} composed {s}.",
-        "{S} is an opera by {O}.",
-        "The music of {s} was written by {O}.",
-    ),
-    "year:novel": (
-        "{S} was published in {Y}.",
-        "{S} first appeared in {Y}.",
-        "{S} came out in {Y}.",
-    ),
-    "year:film": (
-        "{S} was released in {Y}.",
-        "{S} reached cinemas in {Y}.",
-        "{S} was first shown in {Y}.",
-    ),
-    "year:ship": (
-        "{S} was launched in {Y}.",
-        "{S} first put to sea in {Y}.",
-        "{S} entered service in {Y}.",
-    ),
-    "year:painting": (
-        "{S} was completed in {Y}.",
-        "{S} was finished in {Y}.",
-        "{S} dates from {Y}.",
-    ),
-    "year:invention": (
-        "{S} was patented in {Y}.",
-        "{S} was first demonstrated in {Y}.",
-        "{S} appeared in {Y}.",
-    ),
-    "year:opera": (
-        "{S} premiered in {Y}.",
-        "{S} was first performed in {Y}.",
-        "{S} opened in {Y}.",
-    ),
-    "producer:novel": (
-        "{S} was published by {O}.",
-        "{O} brought out {s}.",
-        "{S} was printed by {O}.",
-        "{S} appeared under the imprint of {O}.",
-    ),
-    "producer:film": (
-        "{S} was produced by {O}.",
-        "{S} was made at {O}.",
-        "{O} produced {s}.",
-    ),
-    "producer:ship": (
-        "{S} was built at {O}.",
-        "{S} was launched from the slipways of {O}.",
-        "{O} built {s}.",
-    ),
-    "producer:painting": (
-        "{S} hangs in {O}.",
-        "{S} is held in the collection of {O}.",
-        "{O} owns {s}.",
-    ),
-    "producer:invention": (
-        "{S} was manufactured by {O}.",
-        "{O} produced {s} in large numbers.",
-        "{S} was put into production by {O}.",
-    ),
-    "producer:opera": (
-        "{S} was first staged at {O}.",
-        "{O} gave the first performance of {s}.",
-        "{S} had its first staging at {O}.",
-    ),
-    "region+country": (
-        "{S} is {a_desc} in the {R} region of {C}.",
-        "{S} lies in {R}, a region of {C}.",
-        "{S} is {a_desc} of {C}, in the region of {R}.",
-        "Situated in {R}, {s} is {a_desc} in {C}.",
-    ),
-    "country": (
-        "{S} is a region of {C}.",
-        "{S} is one of the regions of {C}.",
-        "{S} forms part of {C}.",
-        "{S} lies within the borders of {C}.",
-    ),
-    "seat": (
-        "{P} chief town is {O}.",
-        "The administrative seat of {s} is {O}.",
-        "{O} serves as the seat of {s}.",
-    ),
-    "capital": (
-        "The capital of {s} is {O}.",
-        "{S} is a country whose capital is {O}.",
-        "{O} is the capital city of {s}.",
-        "{S} is governed from its capital, {O}.",
-    ),
-}
+_TABLES = bundled_table("rag_world.json")
+_FACTS: dict[str, tuple[str, ...]] = _TABLES["facts"]
 
-_INTROS: dict[str, tuple[str, ...]] = {
-    "person": (
-        "{S} was {a_occ}.",
-        "{S} is remembered as {a_occ}.",
-        "{S} worked as {a_occ} for most of {p} life.",
-        "By profession {s} was {a_occ}.",
-    ),
-    "organisation": ("{S} is {a_desc}.", "{S} is a well-known {desc}.", "{S} is an old {desc}."),
-    "work": ("{S} is {a_desc}.", "{S} is a celebrated {desc}.", "{S} is {a_desc} of some renown."),
-    "city": ("{S} is a small {desc}.",),
-    "region": ("{S} is a thinly populated region.", "{S} is a region of farms and forests."),
-    "country": ("{S} is a small country.", "{S} is a country of lakes and hills."),
-}
+_INTROS: dict[str, tuple[str, ...]] = _TABLES["intros"]
 
-_FLAVOURS: dict[str, tuple[str, ...]] = {
-    "person": (
-        "{P} notebooks survive in several archives.",
-        "{S} was known for a dry sense of humour.",
-        "{S} travelled widely as a young adult.",
-        "{S} rarely gave interviews.",
-    ),
-    "organisation": (
-        "{S} publishes an annual report.",
-        "{S} has several hundred members.",
-        "{S} is known for its library.",
-    ),
-    "work": (
-        "{S} was well received by critics.",
-        "{S} has been restored more than once.",
-        "{S} is still discussed today.",
-    ),
-    "city": ("{S} is known for its {thing}.", "{S} has about {n} inhabitants."),
-    "region": ("{S} is known for its {thing}.",),
-    "country": ("{S} is known for its {thing}.",),
-}
+_FLAVOURS: dict[str, tuple[str, ...]] = _TABLES["flavours"]
 
 # Sentences about a real entity that state no question relation ({E} another person, {G} an
 # organisation, {W} a work, {T} a city, {Y} a year).
-_MENTIONS: dict[str, tuple[str, ...]] = {
-    "person": (
-        "{S} corresponded for years with {E}.",
-        "{S} once lived in {T} for several years.",
-        "{S} gave a series of lectures at {G}.",
-        "{S} greatly admired {W}.",
-        "{S} was a lifelong rival of {E}.",
-        "{S} served on the board of {G} for a time.",
-    ),
-    "organisation": (
-        "{S} opened a small branch office in {T}.",
-        "{S} once hosted an exhibition about {W}.",
-        "{S} worked closely with {G}.",
-        "{E} gave a famous lecture at {s}.",
-        "{S} awarded a prize to {E} in {Y}.",
-    ),
-    "work": (
-        "{S} was praised by {E}.",
-        "A copy of {s} is displayed at {G}.",
-        "{S} was reissued in {Y}.",
-        "{S} is often compared with {W}.",
-        "{E} wrote a long essay about {s}.",
-    ),
-    "city": (
-        "{E} spent several years living in {s}.",
-        "{S} hosted a large fair in {Y}.",
-        "{G} has a branch office in {s}.",
-        "{S} is twinned with {T}.",
-    ),
-}
+_MENTIONS: dict[str, tuple[str, ...]] = _TABLES["mentions"]
 
 # ---------------------------------------------------------------------------------------------
 # Question templates
 # ---------------------------------------------------------------------------------------------
 
 # (name, kind of the first entity, relations followed from it)
-_QUESTION_TEMPLATES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("org_founder_birthplace", "organisation", ("founder", "born_in")),
-    ("org_founder_birthyear", "organisation", ("founder", "born_year")),
-    ("org_leader_birthplace", "organisation", ("leader", "born_in")),
-    ("org_founder_mentor", "organisation", ("founder", "mentor")),
-    ("org_hq_country", "organisation", ("headquarters", "country")),
-    ("org_hq_region", "organisation", ("headquarters", "region")),
-    ("work_creator_birthplace", "work", ("creator", "born_in")),
-    ("work_creator_birthyear", "work", ("creator", "born_year")),
-    ("work_creator_mentor", "work", ("creator", "mentor")),
-    ("work_creator_spouse", "work", ("creator", "spouse")),
-    ("work_producer_founded", "work", ("producer", "founded_year")),
-    ("work_producer_hq", "work", ("producer", "headquarters")),
-    ("work_producer_founder", "work", ("producer", "founder")),
-    ("person_spouse_birthplace", "person", ("spouse", "born_in")),
-    ("person_mentor_birthplace", "person", ("mentor", "born_in")),
-    ("person_mentor_birthyear", "person", ("mentor", "born_year")),
-    ("person_birthplace_country", "person", ("born_in", "country")),
-    ("person_birthplace_region", "person", ("born_in", "region")),
-    ("org_founder_birthplace_country", "organisation", ("founder", "born_in", "country")),
-    ("org_founder_spouse_birthplace", "organisation", ("founder", "spouse", "born_in")),
-    ("org_leader_mentor_birthyear", "organisation", ("leader", "mentor", "born_year")),
-    ("org_hq_country_capital", "organisation", ("headquarters", "country", "capital")),
-    ("work_creator_birthplace_country", "work", ("creator", "born_in", "country")),
-    ("work_creator_birthplace_region", "work", ("creator", "born_in", "region")),
-    ("work_creator_mentor_birthplace", "work", ("creator", "mentor", "born_in")),
-    ("work_producer_founder_birthyear", "work", ("producer", "founder", "born_year")),
-    ("work_producer_hq_country", "work", ("producer", "headquarters", "country")),
-    ("work_producer_founder_birthplace", "work", ("producer", "founder", "born_in")),
-    ("person_mentor_birthplace_country", "person", ("mentor", "born_in", "country")),
-    ("person_spouse_birthplace_country", "person", ("spouse", "born_in", "country")),
-    ("person_birthplace_country_capital", "person", ("born_in", "country", "capital")),
-    ("person_birthplace_region_seat", "person", ("born_in", "region", "seat")),
-)
+_QUESTION_TEMPLATES: tuple[tuple[str, str, tuple[str, ...]], ...] = _TABLES["question_templates"]
 
 # Noun phrases for "the <relation> of x" ({x} the entity the relation starts from).
-_NOUN_PHRASES: dict[str, tuple[str, ...]] = {
-    "founder": ("the founder of {x}", "the person who set up {x}", "whoever started {x}"),
-    "leader": ("the current head of {x}", "the person in charge of {x}", "the director of {x}"),
-    "mentor": ("the mentor of {x}", "the teacher of {x}", "the person who taught {x}"),
-    "spouse": ("the spouse of {x}", "the {noun} of {x}", "the person who married {x}"),
-    "creator:novel": ("the author of {x}", "the writer of {x}"),
-    "creator:film": ("the director of {x}", "the filmmaker behind {x}"),
-    "creator:ship": ("the designer of {x}", "the naval architect behind {x}"),
-    "creator:painting": ("the painter of {x}", "the artist who made {x}"),
-    "creator:invention": ("the inventor of {x}", "the person who came up with {x}"),
-    "creator:opera": ("the composer of {x}", "the person who wrote the music for {x}"),
-    "producer:novel": ("the publisher of {x}", "the press that issued {x}"),
-    "producer:film": ("the studio behind {x}", "the studio that made {x}"),
-    "producer:ship": ("the shipyard that built {x}", "the yard where {x} was constructed"),
-    "producer:painting": ("the museum that owns {x}", "the museum holding {x}"),
-    "producer:invention": ("the manufacturer of {x}", "the company that made {x}"),
-    "producer:opera": ("the theatre that premiered {x}", "the theatre where {x} was first staged"),
-    "headquarters": ("the city where {x} is headquartered", "the home city of {x}"),
-    "born_in": ("the birthplace of {x}", "the hometown of {x}"),
-    "country": ("the country in which {x} lies",),
-    "region": ("the region containing {x}",),
-}
+_NOUN_PHRASES: dict[str, tuple[str, ...]] = _TABLES["noun_phrases"]
 # Two relations folded into one noun phrase.
 _FOLDED_NOUN_PHRASES: dict[tuple[str, str], tuple[str, ...]] = {
     ("born_in", "country"): ("the country where {x} was born", "the native country of {x}"),
@@ -485,36 +184,7 @@ _FOLDED_NOUN_PHRASES: dict[tuple[str, str], tuple[str, ...]] = {
     ("headquarters", "country"): ("the country in which {x} is based",),
 }
 # Questions asking for the last relation of x.
-_ASKS: dict[str, tuple[str, ...]] = {
-    "born_in": (
-        "Where was {x} born?",
-        "What is the birthplace of {x}?",
-        "In which town was {x} born?",
-        "Which place is the hometown of {x}?",
-    ),
-    "born_year": (
-        "In what year was {x} born?",
-        "When was {x} born?",
-        "What is the birth year of {x}?",
-    ),
-    "spouse": ("Who was {x} married to?", "Who was the spouse of {x}?", "Whom did {x} marry?"),
-    "mentor": ("Who was the mentor of {x}?", "Under whom did {x} train?", "Who taught {x}?"),
-    "founder": ("Who founded {x}?", "Who set up {x}?", "Who is the founder of {x}?"),
-    "founded_year": (
-        "In what year was {x} founded?",
-        "When was {x} established?",
-        "What is the founding year of {x}?",
-    ),
-    "headquarters": (
-        "Where is {x} headquartered?",
-        "In which city is {x} based?",
-        "Which city is home to {x}?",
-    ),
-    "country": ("In which country is {x}?", "Which country is {x} located in?"),
-    "region": ("In which region is {x}?", "Which region is {x} part of?"),
-    "seat": ("What is the administrative centre of {x}?", "Which town is the seat of {x}?"),
-    "capital": ("What is the capital of {x}?", "Which city is the capital of {x}?"),
-}
+_ASKS: dict[str, tuple[str, ...]] = _TABLES["asks"]
 _FOLDED_ASKS: dict[tuple[str, str], tuple[str, ...]] = {
     ("born_in", "country"): (
         "In which country was {x} born?",
@@ -542,19 +212,7 @@ _ONSETS = (
 )  # fmt: skip
 _VOWELS = ("a", "e", "i", "o", "u", "a", "e", "o", "ai", "ei", "ou")
 _JOINS = ("n", "r", "l", "s", "m", "v", "d", "th", "nd", "rn", "ll", "t", "k")
-_ENDINGS = {
-    "country": ("ia", "a", "or", "avia", "ovia", "ene", "esh", "and", "ara"),
-    "region": ("mark", "wold", "moor", "vane", "reach", "march", "en", "ach", "ey", "dale"),
-    "city": ("holt", "mere", "vik", "dor", "wick", "stead", "ford", "by", "ast", "enne", "ora",
-             "is", "ar", "um", "ow", "ing"),
-    "org": ("mere", "ridge", "gate", "well", "croft", "hall", "ley", "wyn", "orne", "ant",
-            "ard", "combe"),
-    "first_she": ("a", "ia", "e", "ine", "elle", "ys", "ith", "wen", "ra"),
-    "first_he": ("o", "an", "en", "ik", "as", "or", "us", "im", "ard", "el"),
-    "surname": ("hoff", "vane", "dell", "wick", "ander", "holm", "quist", "ard", "mont",
-                "ley", "ow", "er", "stad", "ern", "ath", "ier", "ling", "sby"),
-    "work": ("a", "ora", "elle", "ine", "is", "on", "ar", "eth", "yn", "ia", "ost", "und"),
-}  # fmt: skip
+_ENDINGS = _TABLES["endings"]
 # Real places, famous people and common English words a coined word must never be.
 _REAL_NAMES = frozenset(
     """paris london berlin rome vienna prague moscow madrid lisbon athens cairo delhi tokyo
@@ -577,15 +235,8 @@ _REAL_NAMES = frozenset(
     solar molar cedar radar nectar hector victor doctor sailor tailor mirror terror error
     pastor castor senior junior sever lever clever hover shiver quiver liver giver""".split()
 )
-_OCCUPATIONS = (
-    # (occupation, honorific, weight); the six creative ones create the six kinds of work.
-    ("novelist", "", 8), ("film director", "", 8), ("naval architect", "", 8),
-    ("painter", "", 8), ("inventor", "", 8), ("composer", "", 8),
-    ("physician", "Dr.", 6), ("chemist", "Dr.", 5), ("astronomer", "Professor", 5),
-    ("historian", "Professor", 5), ("botanist", "Professor", 4), ("sea captain", "Captain", 5),
-    ("cartographer", "", 5), ("merchant", "", 5), ("lawyer", "", 5), ("banker", "", 4),
-    ("glassmaker", "", 4), ("schoolteacher", "", 4), ("architect", "", 4),
-)  # fmt: skip
+# (occupation, honorific, weight); the six creative ones create the six kinds of work.
+_OCCUPATIONS = _TABLES["occupations"]
 _WORK_KINDS = ("novel", "film", "ship", "painting", "invention", "opera")
 _CREATOR_OF = {
     "novel": "novelist", "film": "film director", "ship": "naval architect",
@@ -597,40 +248,14 @@ _PRODUCER_KIND = {
     "painting": "Museum", "invention": "Works", "opera": "Theatre",
 }  # fmt: skip
 # Organisation kind -> (description, short noun for "the <noun>").
-_ORG_KINDS = {
-    "Trust": ("charitable trust", "trust"), "Society": ("learned society", "society"),
-    "Guild": ("craft guild", "guild"), "Academy": ("teaching academy", "academy"),
-    "Institute": ("research institute", "institute"), "Bank": ("private bank", "bank"),
-    "Observatory": ("astronomical observatory", "observatory"),
-    "Foundation": ("grant-making foundation", "foundation"),
-    "League": ("civic league", "league"), "College": ("small college", "college"),
-    "Press": ("publishing house", "press"), "Studios": ("film studio", "studio"),
-    "Shipyard": ("shipbuilding yard", "shipyard"), "Museum": ("art museum", "museum"),
-    "Works": ("engineering firm", "firm"), "Theatre": ("opera house", "theatre"),
-}  # fmt: skip
+_ORG_KINDS = _TABLES["org_kinds"]
 _GENERAL_ORG_KINDS = tuple(kind for kind in _ORG_KINDS if kind not in _PRODUCER_KIND.values())
-_WORK_DESCRIPTIONS = {
-    "novel": ("novel", "historical novel", "short novel"),
-    "film": ("silent film", "feature film", "documentary film"),
-    "ship": ("three-masted barque", "steam packet", "river steamer", "research vessel"),
-    "painting": ("oil painting", "landscape painting", "watercolour"),
-    "invention": ("mechanical device", "machine", "precision instrument"),
-    "opera": ("opera in four acts", "comic opera", "grand opera"),
-}
+_WORK_DESCRIPTIONS = _TABLES["work_descriptions"]
 _WORK_NOUN = {
     "novel": "novel", "film": "film", "ship": "ship", "painting": "painting",
     "invention": "device", "opera": "opera",
 }  # fmt: skip
-_WORK_TITLES = {
-    "novel": ("The {N}s of {T}", "{T}'s {N}", "{A} {N} for {T}", "The Last {N} of {T}",
-              "{T} in Winter"),
-    "film": ("Night over {T}", "The {T} Affair", "Return to {T}", "{T} Station",
-             "Last Train to {T}"),
-    "ship": ("{T}", "{T} Star"),
-    "painting": ("Morning at {T}", "The {N} at {T}", "Fog over {T}", "{T} under Snow"),
-    "invention": ("{T} {D}",),
-    "opera": ("{T}", "The Bride of {T}", "{T} and the Sea", "The Fall of {T}"),
-}  # fmt: skip
+_WORK_TITLES = _TABLES["work_titles"]
 _TITLE_NOUNS = (
     "Lantern", "Orchard", "Mirror", "Harvest", "Ledger", "Garden", "Tide", "Bell", "Archive",
     "Feather", "Compass", "Bridge", "Letter", "Oath", "Crown", "Shadow", "Season", "Window",

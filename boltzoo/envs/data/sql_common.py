@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from boltzoo.envs.data.files import bundled_table
+
 __all__ = [
     "FIRST_NAMES",
     "LAST_NAMES",
@@ -98,44 +100,9 @@ def has_answer(connection: sqlite3.Connection, sql: str) -> bool:
     return not (len(rows) == 1 and all(value is None or value == 0 for value in rows[0]))
 
 
-FIRST_NAMES = (
-    "James", "Mary", "John", "Patricia", "Robert", "Jennifer", "Michael", "Linda", "William",
-    "Elizabeth", "David", "Barbara", "Richard", "Susan", "Joseph", "Jessica", "Thomas", "Sarah",
-    "Charles", "Karen", "Daniel", "Nancy", "Matthew", "Lisa", "Anthony", "Margaret", "Mark",
-    "Sandra", "Steven", "Ashley", "Andrew", "Emily", "Joshua", "Donna", "Kevin", "Michelle",
-    "Brian", "Carol", "George", "Amanda", "Wei", "Mei", "Hiroshi", "Yuki", "Raj", "Priya",
-    "Ahmed", "Fatima", "Carlos", "Sofia", "Luca", "Giulia", "Pierre", "Camille", "Lars",
-    "Ingrid", "Olumide", "Amara", "Dmitri", "Anastasia", "Mateo", "Valentina", "Kwame", "Aisha",
-    "Min-jun", "Seo-yeon", "Liam", "Olivia", "Noah", "Emma",
-)  # fmt: skip
-LAST_NAMES = (
-    "Smith", "Johnson", "Williams", "Brown", "Jones", "Garcia", "Miller", "Davis", "Rodriguez",
-    "Martinez", "Hernandez", "Lopez", "Gonzalez", "Wilson", "Anderson", "Thomas", "Taylor",
-    "Moore", "Jackson", "Martin", "Lee", "Perez", "Thompson", "White", "Harris", "Sanchez",
-    "Clark", "Ramirez", "Lewis", "Robinson", "Walker", "Young", "Allen", "King", "Wright",
-    "Scott", "Torres", "Nguyen", "Hill", "Flores", "Green", "Adams", "Nelson", "Baker", "Hall",
-    "Rivera", "Campbell", "Mitchell", "Carter", "Roberts", "Chen", "Wang", "Kim", "Patel",
-    "Singh", "Tanaka", "Sato", "Müller", "Schmidt", "Rossi", "Dubois", "O'Brien", "Kowalski",
-    "Novak", "Okafor", "Mensah", "Ivanova", "Silva", "Santos", "Jensen",
-)  # fmt: skip
-US_CITIES = (
-    "Boston", "Springfield", "Portland", "Denver", "Austin", "Chicago", "Seattle", "Atlanta",
-    "Phoenix", "Madison", "Columbus", "Nashville", "Raleigh", "Sacramento", "Pittsburgh",
-    "Minneapolis", "Richmond", "Albany", "Tucson", "Omaha", "Burlington", "Salem", "Providence",
-    "Hartford", "Baltimore",
-)  # fmt: skip
+_TABLES = bundled_table("names.json")
+FIRST_NAMES = _TABLES["first_names"]
+LAST_NAMES = _TABLES["last_names"]
+US_CITIES = _TABLES["us_cities"]
 # (city, country, weight)
-WORLD_CITIES = (
-    ("New York", "USA", 6), ("Chicago", "USA", 4), ("Austin", "USA", 3), ("Seattle", "USA", 3),
-    ("Toronto", "Canada", 4), ("Vancouver", "Canada", 2), ("London", "United Kingdom", 5),
-    ("Manchester", "United Kingdom", 2), ("Dublin", "Ireland", 2), ("Paris", "France", 4),
-    ("Lyon", "France", 2), ("Berlin", "Germany", 4), ("Munich", "Germany", 3),
-    ("Madrid", "Spain", 3), ("Barcelona", "Spain", 2), ("Rome", "Italy", 2), ("Milan", "Italy", 2),
-    ("Amsterdam", "Netherlands", 3), ("Stockholm", "Sweden", 2), ("Oslo", "Norway", 1),
-    ("Warsaw", "Poland", 2), ("Lisbon", "Portugal", 1), ("Sydney", "Australia", 3),
-    ("Melbourne", "Australia", 2), ("Auckland", "New Zealand", 1), ("Tokyo", "Japan", 3),
-    ("Osaka", "Japan", 1), ("Seoul", "South Korea", 2), ("Mumbai", "India", 2),
-    ("Bangalore", "India", 2), ("Sao Paulo", "Brazil", 2), ("Mexico City", "Mexico", 2),
-    ("Buenos Aires", "Argentina", 1), ("Cape Town", "South Africa", 1), ("Nairobi", "Kenya", 1),
-    ("Singapore", "Singapore", 2),
-)  # fmt: skip
+WORLD_CITIES = _TABLES["world_cities"]

