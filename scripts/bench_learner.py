@@ -39,7 +39,8 @@ from benchlib import write_record
 from boltzoo.agents.models import load_model, smollm2_tokenizer_dir, tiny_model
 from boltzoo.lightningrl.config import TrainerConfig
 from boltzoo.lightningrl.memory import peak_rss_mib, rss_mib
-from boltzoo.lightningrl.trainer import Trainer, micro_batches, response_logprobs
+from boltzoo.lightningrl.sequences import micro_batches, response_logprobs
+from boltzoo.lightningrl.trainer import Trainer
 from boltzoo.lightningrl.transitions import Transition
 
 MICRO_BATCH_TOKENS = 8192
@@ -218,9 +219,9 @@ def main() -> None:
             progress=False,
         )
         trainer = Trainer(config, model=model, tokenizer=tokenizer)
-        pad = trainer.policy.pad_token_id
+        pad = trainer.sampling.trained["policy"].pad_token_id
         transitions = make_transitions(
-            model, args.transitions, vocab_size, pad, args.seed, trainer.use_bf16
+            model, args.transitions, vocab_size, pad, args.seed, trainer.learner.use_bf16
         )
         tokens = sum(len(t.response_token_ids) for t in transitions)
         lengths = [len(t.prompt_token_ids) + len(t.response_token_ids) for t in transitions]

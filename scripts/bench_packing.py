@@ -69,15 +69,15 @@ def main() -> None:
         progress=False,
     )
     trainer = Trainer(config, model=model.float(), tokenizer=tokenizer)
-    learner = trainer.models["policy"]
+    learner = trainer.weights.modules["policy"]
     learner.train()
     response_tokens = sum(len(t.response_token_ids) for t in transitions)
     prompt_tokens = sum(len(t.prompt_token_ids) for t in transitions)
 
     def accumulate(way: bool) -> None:
         trainer.config.pack_calls = way
-        trainer.optimizer.zero_grad(set_to_none=True)
-        assert trainer._accumulate("policy", transitions, {}, 1.0)
+        trainer.learner.optimizer.zero_grad(set_to_none=True)
+        assert trainer.learner.policy_gradient_backward("policy", transitions, {}, 1.0)
 
     seconds = alternating_rounds(accumulate, (False, True), args.rounds)
     results = []

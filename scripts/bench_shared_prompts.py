@@ -94,15 +94,15 @@ def main() -> None:
         progress=False,
     )
     trainer = Trainer(config, model=model.float(), tokenizer=tokenizer)
-    trainer.models["policy"].train()
+    trainer.weights.modules["policy"].train()
 
     def accumulate(way: bool) -> None:
         trainer.config.share_prompts = way
-        trainer.optimizer.zero_grad(set_to_none=True)
+        trainer.learner.optimizer.zero_grad(set_to_none=True)
         if args.demonstrations:
-            assert np.isfinite(trainer.backward_cross_entropy("policy", demonstrations))
+            assert np.isfinite(trainer.learner.cross_entropy_backward("policy", demonstrations))
         else:
-            assert trainer._accumulate("policy", transitions, {}, 1.0)
+            assert trainer.learner.policy_gradient_backward("policy", transitions, {}, 1.0)
 
     seconds = alternating_rounds(accumulate, (False, True), args.rounds)
     results = []

@@ -94,7 +94,9 @@ def run_lightningrl(minutes: float, eval_tasks: int, seed: int) -> dict:
         "answers_per_second": len(history) * SETTINGS["prompts"] * SETTINGS["samples"] / seconds,
         "last_steps_reward": float(np.mean([m["reward"] for m in last])),
         "last_steps_success": float(np.mean([m["success_rate"] for m in last])),
-        "heldout_success": heldout_success(trainer.model, "policy", trainer.tokenizer, eval_tasks),
+        "heldout_success": heldout_success(
+            trainer.weights.model, "policy", trainer.tokenizer, eval_tasks
+        ),
     }
 
 

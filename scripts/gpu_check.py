@@ -27,7 +27,7 @@ import torch
 from boltzoo.agents.models import smollm2_tokenizer_dir, tiny_model
 from boltzoo.agents.transformers_policy import TransformersPolicy
 from boltzoo.lightningrl.loss import policy_loss
-from boltzoo.lightningrl.trainer import micro_batches, response_logprobs
+from boltzoo.lightningrl.sequences import micro_batches, response_logprobs
 from boltzoo.lightningrl.transitions import Transition
 
 TOPICS = ["prime numbers", "the moon", "rivers", "sorting", "tea", "bridges", "owls", "rain"]

@@ -2,7 +2,8 @@
 
 Read in this order: ``rollout`` (episodes), ``transitions.flatten`` with ``credit`` (the high
 level: each LLM call's share of the return), ``advantages`` (group baselines), ``loss`` (the low
-level: a token-level clipped policy gradient), then ``trainer`` (``Trainer`` with its
+level: a token-level clipped policy gradient), ``update`` (one optimiser step over a step's
+calls) on the weights of ``policies``, then ``trainer`` (``Trainer`` with its
 ``TrainerConfig``), which runs them in a loop with checkpoints, and ``sft`` (``SFTTrainer``
 with its ``SFTConfig``), the warm start on demonstrations that RL continues from.
 """

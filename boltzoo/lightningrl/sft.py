@@ -23,20 +23,19 @@ One run, top to bottom (``SFTTrainer.train``):
    the RNG and optimiser states are the checkpoint's, so it ends with the weights an
    uninterrupted run ends with.
 
-The weights are the RL trainer's (this class is a :class:`Trainer` with another loop): the same
-per-agent LoRA adapters or full copies, the same checkpoints, so ``boltzoo export`` and
-``TrainerConfig.init_from`` read an SFT run as they read an RL run.
+The weights, samplers, evaluation and checkpoints are an RL :class:`Trainer`'s (``self.run``,
+which this class drives with its own loop and never steps): the same per-agent LoRA adapters or
+full copies, the same checkpoints, so ``boltzoo export`` and ``TrainerConfig.init_from`` read an
+SFT run as they read an RL run.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import time
 from typing import Any
 
 import numpy as np
-import torch
 from tqdm.auto import tqdm
 
 from boltzoo.episode import Episode, load_episodes
@@ -48,53 +47,75 @@ from boltzoo.lightningrl.trainer import Trainer
 from boltzoo.lightningrl.transitions import Transition, demonstration_transitions
 
 
-class SFTTrainer(Trainer):
+class SFTTrainer:
     """Fine-tunes the selected agents' policies on demonstrations; see the module docstring.
 
     ``model`` / ``tokenizer`` may be given (tests pass a tiny model); else ``config.model`` loads.
+
+    Attributes:
+        config: the SFT config.
+        run: the :class:`Trainer` that holds the weights (``run.weights``), the optimiser
+            (``run.learner``), the samplers, the evaluation and the checkpoints.
+        transitions: the demonstrations' LLM calls of the trained agents.
     """
 
     def __init__(self, config: SFTConfig, *, model: Any = None, tokenizer: Any = None):
         if not config.demos:
             raise DatasetError("SFT needs demonstrations: demos=[an Episode JSONL file]")
-        self.sft_config = config
-        super().__init__(config.trainer_config(), model=model, tokenizer=tokenizer)
+        self.config = config
+        self.run = Trainer(config.trainer_config(), model=model, tokenizer=tokenizer)
         try:
             self._read_demonstrations(config)
         except BaseException:
             self.close()  # (Ray workers and gateways the trainer started)
             raise
 
+    def close(self) -> None:
+        """Stop what the run started (gateways, agent programs, Ray workers)."""
+        self.run.close()
+
+    def __enter__(self) -> SFTTrainer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def resume(self) -> bool:
+        """Continue from the newest checkpoint in ``output_dir``; return whether there was one
+        (``Trainer.resume``)."""
+        return self.run.resume()
+
     def _read_demonstrations(self, config: SFTConfig) -> None:
+        run = self.run
         episodes = [e for path in config.demos for e in load_episodes(path)]
         self.transitions = demonstration_transitions(
             episodes,
-            sorted(self.train_agents),
-            self.tokenizer,
+            sorted(run.train_agents),
+            run.tokenizer,
             config.only_successful,
-            agents=self.agents,
+            agents=run.agents,
         )
         if not self.transitions:
             raise DatasetError(
-                f"no LLM call of {sorted(self.train_agents)} to learn from in {config.demos} "
+                f"no LLM call of {sorted(run.train_agents)} to learn from in {config.demos} "
                 f"({len(episodes)} episodes{', successful only' if config.only_successful else ''})"
             )
         self.demo_episodes = len({t.episode_id for t in self.transitions})
         self._warn_on_other_prompts(episodes)
         by_policy: dict[str, list[Transition]] = {}
         for t in self.transitions:
-            by_policy.setdefault(self.policy_of[t.agent], []).append(t)
+            by_policy.setdefault(run.policy_of[t.agent], []).append(t)
         self.by_policy = by_policy
         self.batches_per_epoch = sum(-(-len(ts) // config.batch_size) for ts in by_policy.values())
-        self.config.steps = config.epochs * self.batches_per_epoch  # the lr schedule's length
+        run.config.steps = config.epochs * self.batches_per_epoch  # the lr schedule's length
 
     def _warn_on_other_prompts(self, episodes: list[Episode]) -> None:
         """Say so when demonstrations were played with other prompts than the env's now: the
         model would learn answers to prompts that training and evaluation never show it."""
-        cfg = self.sft_config
+        cfg, env_id = self.config, self.run.env_id
         from boltzoo.registration import inspected
 
-        with inspected(self.env_id, **cfg.env_kwargs) as env:
+        with inspected(env_id, **cfg.env_kwargs) as env:
             prompts = env.prompts
         other = sum(
             1
@@ -104,7 +125,7 @@ class SFTTrainer(Trainer):
         if other:
             print(
                 f"warning: {other} of {len(episodes)} demonstrations were played with other "
-                f"system prompts than {self.env_id} with env_kwargs={cfg.env_kwargs} uses",
+                f"system prompts than {env_id} with env_kwargs={cfg.env_kwargs} uses",
                 flush=True,
             )
 
@@ -112,14 +133,15 @@ class SFTTrainer(Trainer):
         """Return whether ``metrics.jsonl`` holds an evaluation of the current step."""
         from boltzoo.lightningrl.report import read_metrics
 
-        rows = read_metrics(self.output_dir) if self.metrics_path.exists() else []
-        return any(r["step"] == self.step and "eval_success_rate" in r for r in rows)
+        run = self.run
+        rows = read_metrics(run.output_dir) if run.logs.metrics_path.exists() else []
+        return any(r["step"] == run.step and "eval_success_rate" in r for r in rows)
 
     def batches(self, epoch: int) -> list[tuple[str, list[Transition]]]:
         """Return epoch ``epoch``'s batches: each policy's calls shuffled (seeded by epoch) and
         cut into ``batch_size`` pieces, the policies' batches interleaved in a seeded order."""
-        rng = np.random.default_rng([self.sft_config.seed, epoch])
-        size = self.sft_config.batch_size
+        rng = np.random.default_rng([self.config.seed, epoch])
+        size = self.config.batch_size
         batches = []
         for name in sorted(self.by_policy):
             calls = self.by_policy[name]
@@ -132,30 +154,14 @@ class SFTTrainer(Trainer):
 
     def sft_step(self, name: str, batch: list[Transition]) -> dict[str, float]:
         """Take one optimizer step of policy ``name`` on ``batch``; return its loss and counts."""
-        model = self._learner(name)
-        model.train()
-        self.optimizer.zero_grad(set_to_none=True)
-        loss = self.backward_cross_entropy(name, batch)
-        if not math.isfinite(loss):  # a NaN or inf loss changes nothing (as in RL), and is logged
-            self.optimizer.zero_grad(set_to_none=True)
-            self.skipped_updates += 1
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.params[name], self.config.max_grad_norm)
-        self.optimizer.step()
-        self.scheduler.step()
-        model.eval()
-        self.step += 1
-        tokens = sum(len(t.response_token_ids) for t in batch)
-        return {
-            "sft_loss": loss,
-            "grad_norm": float(grad_norm),
-            "tokens": tokens,
-            "skipped_updates": self.skipped_updates,
-        }
+        metrics = self.run.learner.sft_step(name, batch)
+        self.run.step += 1
+        return metrics | {"skipped_updates": self.run.learner.skipped_updates}
 
     def train(self) -> list[dict[str, Any]]:
         """Fine-tune for ``epochs`` passes; return each optimizer step's metrics (the held-out
         evaluations before and after are in ``metrics.jsonl``)."""
-        cfg = self.sft_config
+        cfg, run = self.config, self.run
         print(f"SFT config:\n{json.dumps(cfg.to_dict(), indent=2)}", flush=True)
         print(
             f"SFT on {len(self.transitions)} calls from {self.demo_episodes} demonstrations, "
@@ -164,38 +170,38 @@ class SFTTrainer(Trainer):
         )
         history = []
         total = cfg.epochs * self.batches_per_epoch
-        resumed_at = self.step  # 0, or the checkpoint's step after resume()
-        if resumed_at == 0 and not self.resume_asked:
-            check_run_folder(self.output_dir, resume=False)
+        resumed_at = run.step  # 0, or the checkpoint's step after resume()
+        if resumed_at == 0 and not run.resume_asked:
+            check_run_folder(run.output_dir, resume=False)
         bar = tqdm(
             total=total, initial=resumed_at, desc="sft", unit="step", disable=not cfg.progress
         )
         try:
             if cfg.eval_tasks and resumed_at == 0:
-                self._log({"step": 0, **self.evaluate()})
+                run.logs.log({"step": 0, **run.evaluate()})
             for epoch in range(resumed_at // self.batches_per_epoch, cfg.epochs):
                 for index, (name, batch) in enumerate(self.batches(epoch)):
                     if epoch * self.batches_per_epoch + index < resumed_at:
                         continue  # done before the checkpoint (the order is the epoch's own)
                     started = time.perf_counter()
-                    metrics = {"step": self.step + 1, "epoch": epoch + 1, "policy": name}
+                    metrics = {"step": run.step + 1, "epoch": epoch + 1, "policy": name}
                     metrics |= self.sft_step(name, batch)
                     release_freed_memory()  # as the RL trainer does (memory.py)
-                    self.train_seconds += time.perf_counter() - started
-                    metrics["lr"] = self.scheduler.get_last_lr()[0]
-                    metrics["train_seconds"] = self.train_seconds
-                    self._log(metrics)
+                    run.train_seconds += time.perf_counter() - started
+                    metrics["lr"] = run.learner.scheduler.get_last_lr()[0]
+                    metrics["train_seconds"] = run.train_seconds
+                    run.logs.log(metrics)
                     history.append(metrics)
                     bar.update(1)
                     bar.set_postfix(loss=f"{metrics['sft_loss']:.3f}", epoch=epoch + 1)
-                    if cfg.save_every and self.step % cfg.save_every == 0:
-                        self.save()
-                self.sampling.sync(self.policy_names, self.step)
-                if self.saved_step != self.step:
-                    self.save()
+                    if cfg.save_every and run.step % cfg.save_every == 0:
+                        run.save()
+                run.sampling.sync(run.weights.names, run.step)
+                if run.saved_step != run.step:
+                    run.save()
             # (a resumed run that had finished and evaluated is not evaluated twice)
-            if cfg.eval_tasks and not (self.step == resumed_at > 0 and self._evaluated_last()):
-                self._log({"step": self.step, **self.evaluate()})
+            if cfg.eval_tasks and not (run.step == resumed_at > 0 and self._evaluated_last()):
+                run.logs.log({"step": run.step, **run.evaluate()})
         finally:
             bar.close()
         return history

@@ -103,13 +103,13 @@ def test_the_trainers_vllm_sampler_follows_the_learner(model_dir, smollm2_tokeni
     )
     trainer = Trainer(config)
     history = trainer.train()
-    assert trainer.samplers["policy"].version == 3
+    assert trainer.sampling.trained["policy"].version == 3
     # after each update the engine samples from the learner's weights: the learner recomputes the
     # engine's logprobs (ratio about 1 on every step, the later ones included)
     assert all(abs(m["ratio_mean"] - 1) < 1e-2 for m in history if "ratio_mean" in m)
-    completions = trainer.samplers["policy"].generate(CHATS)
+    completions = trainer.sampling.trained["policy"].generate(CHATS)
     assert all(c.policy_version == 3 for c in completions)
-    assert_logprobs_match(completions, trainer.model, temperature=1.0)
+    assert_logprobs_match(completions, trainer.weights.model, temperature=1.0)
 
 
 def test_a_prompt_over_max_prompt_tokens_fails_its_turn(model_dir):

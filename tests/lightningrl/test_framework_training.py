@@ -26,14 +26,16 @@ def test_an_autogen_agent_learns_from_the_calls_the_gateway_recorded(
     tmp_path, smollm2_tokenizer, trainer_config
 ):
     with framework_trainer(trainer_config, tmp_path, smollm2_tokenizer) as trainer:
-        solver = trainer.policies()["solver"]
+        solver = trainer.sampling.by_agent()["solver"]
         assert isinstance(solver, AutoGenPolicy)
         gateway = trainer.gateways["policy"]
-        assert gateway.policy is trainer.samplers["policy"]  # served by the learner's sampler
+        assert (
+            gateway.policy is trainer.sampling.trained["policy"]
+        )  # served by the learner's sampler
 
         episodes = rollout(
             trainer.env_id,
-            trainer.policies(),
+            trainer.sampling.by_agent(),
             tasks=[0, 1],
             seed=0,
             progress=False,
@@ -50,17 +52,19 @@ def test_an_autogen_agent_learns_from_the_calls_the_gateway_recorded(
         rng = np.random.default_rng(0)
         for t in transitions:
             t.advantage = float(rng.choice([-1.0, 1.0]))
-        before = {k: v.clone() for k, v in trainer.model.state_dict().items() if ".lora_" in k}
+        before = {
+            k: v.clone() for k, v in trainer.weights.model.state_dict().items() if ".lora_" in k
+        }
         trainer.update(transitions)
         trainer.step += 1
         trainer.sampling.sync(["policy"], trainer.step)
-        after = trainer.model.state_dict()
+        after = trainer.weights.model.state_dict()
         assert any(not torch.equal(after[k], v) for k, v in before.items())
 
         # the agent now calls the new weights: its next calls carry version 1
         episodes = rollout(
             trainer.env_id,
-            trainer.policies(),
+            trainer.sampling.by_agent(),
             tasks=[2],
             seed=1,
             progress=False,
@@ -115,7 +119,7 @@ def test_a_langgraph_agent_trains_from_the_calls_the_gateway_recorded(
     with framework_trainer(
         trainer_config, tmp_path, smollm2_tokenizer, framework="langgraph", temperature=1.0
     ) as trainer:
-        assert isinstance(trainer.policies()["solver"], LangGraphPolicy)
+        assert isinstance(trainer.sampling.by_agent()["solver"], LangGraphPolicy)
         metrics = trainer.train_step()
         assert metrics["episodes"] == 4 and metrics["failed_episodes"] == 0
         assert metrics["transitions"] >= 4  # every LLM call the graph made
@@ -145,18 +149,18 @@ def test_the_sql_graph_trains_its_writer_node_and_the_checker_calls_the_frozen_m
         # the graph's nodes are the agents: writer and rewriter learn, each its own adapter
         assert trainer.agents == ["checker", "rewriter", "writer"]
         assert trainer.train_agents == {"writer", "rewriter"}
-        graph = trainer.policies()["writer"]
+        graph = trainer.sampling.by_agent()["writer"]
         assert isinstance(graph, LangGraphPolicy)
         for node in ("writer", "rewriter"):
             assert graph.node_gateways[node] is trainer.gateways[node]
-            assert trainer.gateways[node].policy is trainer.samplers[node]
+            assert trainer.gateways[node].policy is trainer.sampling.trained[node]
         assert graph.node_gateways["checker"] is trainer.gateways[FROZEN]
-        assert trainer.gateways[FROZEN].policy is trainer.frozen_policy
+        assert trainer.gateways[FROZEN].policy is trainer.sampling.frozen
 
         def play(tasks, seed):
             episodes = rollout(
                 trainer.env_id,
-                trainer.policies(),
+                trainer.sampling.by_agent(),
                 tasks=tasks,
                 seed=seed,
                 progress=False,
@@ -168,8 +172,8 @@ def test_the_sql_graph_trains_its_writer_node_and_the_checker_calls_the_frozen_m
 
         episodes, calls = play([0, 1], seed=0)
         assert len(calls["writer"]) == 2 and len(calls["checker"]) >= 2  # one write, 1+ checks
-        assert {c.model for c in calls["writer"]} == {trainer.samplers["writer"].name}
-        assert {c.model for c in calls["checker"]} == {trainer.frozen_policy.name}
+        assert {c.model for c in calls["writer"]} == {trainer.sampling.trained["writer"].name}
+        assert {c.model for c in calls["checker"]} == {trainer.sampling.frozen.name}
         transitions = flatten(episodes, "identical", ["writer"])
         # the writer node's calls, and only those, with the gateway's exact tokens
         assert {t.agent for t in transitions} == {"writer"}
@@ -179,17 +183,17 @@ def test_the_sql_graph_trains_its_writer_node_and_the_checker_calls_the_frozen_m
 
         for t, sign in zip(transitions, [1.0, -1.0], strict=True):
             t.advantage = sign
-        state = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+        state = {k: v.clone() for k, v in trainer.weights.model.state_dict().items()}
         trainer.update(transitions)
         trainer.step += 1
         trainer.sampling.sync(["writer"], trainer.step)
-        after = trainer.model.state_dict()
+        after = trainer.weights.model.state_dict()
         changed = {k for k, v in state.items() if not torch.equal(after[k], v)}
         assert changed and all(".writer." in k for k in changed)  # the writer's adapter only
 
         _, calls = play([2], seed=1)
         assert all(c.policy_version == 1 for c in calls["writer"])  # the new weights
-        assert {c.model for c in calls["checker"]} == {trainer.frozen_policy.name}
+        assert {c.model for c in calls["checker"]} == {trainer.sampling.frozen.name}
 
         metrics = trainer.train_step()
         assert metrics["failed_episodes"] == 0 and metrics["stale_transitions"] == 0

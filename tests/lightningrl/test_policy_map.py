@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from boltzoo.agents.models import tiny_model
-from boltzoo.lightningrl.sequences import pack_calls
-from boltzoo.lightningrl.trainer import Trainer, micro_batches
+from boltzoo.lightningrl.sequences import micro_batches, pack_calls
+from boltzoo.lightningrl.trainer import Trainer
 from boltzoo.lightningrl.transitions import Transition, flatten
 from boltzoo.lightningrl.weights import merged_state_dict
 
@@ -47,7 +47,7 @@ def team_transitions(trainer) -> list[Transition]:
 
     episodes = rollout(
         trainer.env_id,
-        trainer.policies(),
+        trainer.sampling.by_agent(),
         tasks=[0, 1],
         seed=0,
         progress=False,
@@ -66,7 +66,7 @@ def snapshot(model):
 
 
 def snapshot_lora(trainer):
-    return {k: v for k, v in snapshot(trainer.model).items() if ".lora_" in k}
+    return {k: v for k, v in snapshot(trainer.weights.model).items() if ".lora_" in k}
 
 
 def adapter_keys(state, name):
@@ -77,11 +77,13 @@ def test_each_agent_samples_with_its_own_adapter_on_one_base(
     tmp_path, smollm2_tokenizer, team_trainer
 ):
     trainer = team_trainer(tmp_path)
-    policies = trainer.policies()
+    policies = trainer.sampling.by_agent()
     assert policies["searcher"].adapter == "searcher" and policies["answerer"].adapter == "answerer"
-    assert policies["searcher"].model is policies["answerer"].model is trainer.model  # one base
-    trainable = {n for n, p in trainer.model.named_parameters() if p.requires_grad}
-    base = [n for n, _ in trainer.model.named_parameters() if ".lora_" not in n]
+    assert (
+        policies["searcher"].model is policies["answerer"].model is trainer.weights.model
+    )  # one base
+    trainable = {n for n, p in trainer.weights.model.named_parameters() if p.requires_grad}
+    base = [n for n, _ in trainer.weights.model.named_parameters() if ".lora_" not in n]
     assert base and not trainable & set(base)  # the base is frozen
 
 
@@ -91,12 +93,12 @@ def test_separate_adapters_learn_only_from_their_own_agents_transitions(
     both = team_trainer(tmp_path / "both")
     searcher_only = team_trainer(tmp_path / "searcher")
     transitions = team_transitions(both)
-    initial = snapshot(both.model)
-    assert all(torch.equal(initial[k], v) for k, v in snapshot(searcher_only.model).items())
+    initial = snapshot(both.weights.model)
+    assert all(torch.equal(initial[k], v) for k, v in snapshot(searcher_only.weights.model).items())
 
     both.update(transitions)
     searcher_only.update([t for t in transitions if t.agent == "searcher"])
-    after_both, after_searcher = snapshot(both.model), snapshot(searcher_only.model)
+    after_both, after_searcher = snapshot(both.weights.model), snapshot(searcher_only.weights.model)
 
     searcher_keys = adapter_keys(initial, "searcher")
     answerer_keys = adapter_keys(initial, "answerer")
@@ -115,18 +117,18 @@ def test_separate_adapters_learn_only_from_their_own_agents_transitions(
 
 def test_a_shared_adapter_learns_from_every_agent(tmp_path, smollm2_tokenizer, team_trainer):
     trainer = team_trainer(tmp_path, policy_map={})
-    assert trainer.policy_names == ["policy"]
-    assert trainer.policies()["searcher"] is trainer.policies()["answerer"]
+    assert trainer.weights.names == ["policy"]
+    assert trainer.sampling.by_agent()["searcher"] is trainer.sampling.by_agent()["answerer"]
     transitions = [t for t in team_transitions(trainer) if t.agent == "answerer"]
-    initial = snapshot(trainer.model)
+    initial = snapshot(trainer.weights.model)
     trainer.update(transitions)
-    after = snapshot(trainer.model)
+    after = snapshot(trainer.weights.model)
     assert any(not torch.equal(after[k], initial[k]) for k in adapter_keys(initial, "policy"))
 
 
 def test_agents_with_their_own_full_models(tmp_path, smollm2_tokenizer, team_trainer):
     trainer = team_trainer(tmp_path, lora_r=0)
-    searcher, answerer = trainer.models["searcher"], trainer.models["answerer"]
+    searcher, answerer = trainer.weights.modules["searcher"], trainer.weights.modules["answerer"]
     assert searcher is not answerer
     initial_answerer = snapshot(answerer)
     trainer.update([t for t in team_transitions(trainer) if t.agent == "searcher"])
@@ -138,15 +140,17 @@ def test_untrained_agents_act_with_the_base_and_it_stays_bit_identical(
     tmp_path, smollm2_tokenizer, team_trainer
 ):
     trainer = team_trainer(tmp_path, train_agents=["searcher"], policy_map={})
-    frozen = trainer.policies()["answerer"]
-    assert frozen is trainer.frozen_policy and frozen.adapter is None  # adapters switched off
-    base_before = {k: v for k, v in snapshot(trainer.model).items() if ".lora_" not in k}
+    frozen = trainer.sampling.by_agent()["answerer"]
+    assert frozen is trainer.sampling.frozen and frozen.adapter is None  # adapters switched off
+    base_before = {k: v for k, v in snapshot(trainer.weights.model).items() if ".lora_" not in k}
     lora_before = snapshot_lora(trainer)
-    prompt = trainer.policy.encode_chat([{"role": "user", "content": "What is 2 + 3?"}])
+    prompt = trainer.sampling.trained["policy"].encode_chat(
+        [{"role": "user", "content": "What is 2 + 3?"}]
+    )
     frozen.sampling = frozen.sampling.__class__(4, 0.0, 1.0, ())
     before = frozen.generate_from_ids([prompt])[0]
     trainer.update([t for t in team_transitions(trainer) if t.agent == "searcher"])
-    after_state = snapshot(trainer.model)
+    after_state = snapshot(trainer.weights.model)
     assert any(not torch.equal(after_state[k], v) for k, v in lora_before.items())  # it learned
     assert all(torch.equal(after_state[k], v) for k, v in base_before.items())
     after = frozen.generate_from_ids([prompt])[0]
@@ -158,20 +162,20 @@ def test_a_bf16_sampling_copy_is_synced_after_every_update(
     tmp_path, smollm2_tokenizer, team_trainer
 ):
     trainer = team_trainer(tmp_path, sampler="copy", sampler_precision="bf16", steps=2)
-    searcher = trainer.samplers["searcher"]
-    assert searcher.model is not trainer.model and searcher.adapter is None
+    searcher = trainer.sampling.trained["searcher"]
+    assert searcher.model is not trainer.weights.model and searcher.adapter is None
     assert next(searcher.model.parameters()).dtype == torch.bfloat16
     trainer.update(team_transitions(trainer))
     trainer.step += 1
     trainer.sampling.sync(["searcher", "answerer"], trainer.step)
     for name in ("searcher", "answerer"):
-        merged = merged_state_dict(trainer.model, name)
-        copy = trainer.samplers[name].model.state_dict()
+        merged = merged_state_dict(trainer.weights.model, name)
+        copy = trainer.sampling.trained[name].model.state_dict()
         assert copy.keys() == merged.keys()
         assert all(torch.equal(copy[k], merged[k].to(torch.bfloat16)) for k in merged)
-        assert trainer.samplers[name].version == 1
+        assert trainer.sampling.trained[name].version == 1
     # the two copies differ: each holds its own adapter's merge
-    a, b = trainer.samplers["searcher"].model, trainer.samplers["answerer"].model
+    a, b = trainer.sampling.trained["searcher"].model, trainer.sampling.trained["answerer"].model
     assert any(not torch.equal(x, y) for x, y in zip(a.parameters(), b.parameters(), strict=True))
 
 
@@ -179,7 +183,7 @@ def test_an_fp32_sampling_copy_reproduces_the_learners_logprobs(
     tmp_path, smollm2_tokenizer, team_trainer
 ):
     from boltzoo.lightningrl.rollout import rollout
-    from boltzoo.lightningrl.trainer import response_logprobs
+    from boltzoo.lightningrl.sequences import response_logprobs
 
     trainer = team_trainer(tmp_path, sampler="copy", policy_map={})
     trainer.update(team_transitions(trainer))
@@ -188,7 +192,7 @@ def test_an_fp32_sampling_copy_reproduces_the_learners_logprobs(
     transitions = flatten(
         rollout(
             trainer.env_id,
-            trainer.policies(),
+            trainer.sampling.by_agent(),
             tasks=[2],
             seed=1,
             progress=False,
@@ -198,9 +202,9 @@ def test_an_fp32_sampling_copy_reproduces_the_learners_logprobs(
         list(AGENTS),
     )
     assert all(t.policy_version == 1 for t in transitions)
-    learner = trainer._learner("policy")
+    learner = trainer.weights.module("policy")
     with torch.no_grad():
-        pad = trainer.policy.pad_token_id
+        pad = trainer.sampling.trained["policy"].pad_token_id
         logprobs, mask, _ = response_logprobs(learner, transitions, 1.0, pad)
     for row, t in enumerate(transitions):
         recomputed = logprobs[row][mask[row]].tolist()
@@ -230,7 +234,7 @@ def test_episode_aggregation_does_not_depend_on_the_micro_batch_size(
         )
         transitions = team_transitions(trainer)
         trainer.update(transitions)
-        results.append(snapshot(trainer.model))
+        results.append(snapshot(trainer.weights.model))
     small, whole = results
     for k in small:
         torch.testing.assert_close(small[k], whole[k], rtol=1e-5, atol=1e-6)
@@ -258,7 +262,7 @@ def test_lora_runs_resume_bit_for_bit(tmp_path, smollm2_tokenizer, team_trainer)
     resumed = team_trainer(tmp_path / "b", steps=2, save_every=1)
     assert resumed.resume() and resumed.step == 1
     resumed.train()
-    a, b = snapshot(straight.model), snapshot(resumed.model)
+    a, b = snapshot(straight.weights.model), snapshot(resumed.weights.model)
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
@@ -286,15 +290,17 @@ def test_export_merges_each_agents_adapter(tmp_path, smollm2_tokenizer, trainer_
     trainer.update(team_transitions(trainer))  # move both adapters off their no-op start
     trainer.save()
     export_run(tmp_path / "run", tmp_path / "out")
-    ids = torch.tensor([trainer.policy.encode_chat([{"role": "user", "content": "2 + 3?"}])])
+    ids = torch.tensor(
+        [trainer.sampling.trained["searcher"].encode_chat([{"role": "user", "content": "2 + 3?"}])]
+    )
     for name in AGENTS:
         exported = AutoModelForCausalLM.from_pretrained(tmp_path / "out" / name)
         with torch.no_grad():
-            expected = trainer._learner(name)(input_ids=ids).logits
+            expected = trainer.weights.module(name)(input_ids=ids).logits
             got = exported(input_ids=ids).logits
         torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
-        with torch.no_grad(), trainer.model.disable_adapter():
-            plain = trainer.model(input_ids=ids).logits
+        with torch.no_grad(), trainer.weights.model.disable_adapter():
+            plain = trainer.weights.model(input_ids=ids).logits
         assert not torch.allclose(got, plain, atol=1e-4)  # the adapter is in there
 
 
@@ -309,12 +315,12 @@ def test_calls_with_zero_advantage_are_skipped_without_changing_the_gradient(
     assert any(t.advantage for t in transitions)
     # the gradient of the whole batch in one pass, each call its own sequence, zero-advantage
     # calls included (the update skips them, and packs the calls that continue each other)
-    model = trainer.models["policy"]
+    model = trainer.weights.modules["policy"]
     model.train()
-    trainer._micro_batch_loss(model, pack_calls(transitions, merge=False)).loss.backward()
+    trainer.learner.micro_batch_loss("policy", pack_calls(transitions, merge=False)).loss.backward()
     expected = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
     model.zero_grad(set_to_none=True)
-    assert trainer._accumulate("policy", transitions, {}, 1.0)
+    assert trainer.learner.policy_gradient_backward("policy", transitions, {}, 1.0)
     got = {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
     assert got.keys() == expected.keys()
     for name in expected:

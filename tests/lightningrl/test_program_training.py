@@ -65,7 +65,7 @@ def test_a_tiny_model_learns_from_a_programs_calls_and_the_reward_it_reports(
     assert start < 0.15
     assert end > 0.12 and end > 3 * start
     assert all(m["failed_episodes"] == 0 and m["stale_transitions"] == 0 for m in history)
-    assert trainer.policy.version == 8
+    assert trainer.sampling.trained["policy"].version == 8
 
 
 @pytest.mark.slow
@@ -86,8 +86,12 @@ def test_only_the_selected_role_of_a_program_learns_the_other_calls_the_frozen_m
         lr=5e-2,
     )
     trainer = Trainer(config, model=tiny_model(len(smollm2_tokenizer)), tokenizer=smollm2_tokenizer)
-    base = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if "lora" not in n}
-    adapter = [p.detach().clone() for p in trainer.params["policy"]]
+    base = {
+        n: p.detach().clone()
+        for n, p in trainer.weights.model.named_parameters()
+        if "lora" not in n
+    }
+    adapter = [p.detach().clone() for p in trainer.weights.parameters["policy"]]
     played = record_episodes(trainer, monkeypatch)
     with trainer:
         history = trainer.train()
@@ -99,9 +103,10 @@ def test_only_the_selected_role_of_a_program_learns_the_other_calls_the_frozen_m
     assert {c.model for c in calls if c.node is None} == {"tiny@0"}
     assert [m["transitions"] for m in history] == [8, 8]  # one per critic call only
     assert not all(
-        torch.equal(a, p) for a, p in zip(adapter, trainer.params["policy"], strict=True)
+        torch.equal(a, p)
+        for a, p in zip(adapter, trainer.weights.parameters["policy"], strict=True)
     )
-    after = {n: p for n, p in trainer.model.named_parameters() if "lora" not in n}
+    after = {n: p for n, p in trainer.weights.model.named_parameters() if "lora" not in n}
     assert all(torch.equal(base[n], after[n]) for n in base)  # the frozen base never moves
 
 

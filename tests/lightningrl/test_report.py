@@ -230,7 +230,7 @@ def assert_exported(out, base, trainer):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     exported = AutoModelForCausalLM.from_pretrained(out).state_dict()
-    trained = trainer.model.state_dict()
+    trained = trainer.weights.model.state_dict()
     original = AutoModelForCausalLM.from_pretrained(base).state_dict()
     assert exported.keys() == trained.keys()
     assert all(torch.equal(exported[k], trained[k].cpu()) for k in trained)

@@ -69,12 +69,14 @@ def test_a_packed_update_has_the_gradient_of_the_calls_one_by_one(
 ):
     config = TrainerConfig(env="math-v0", model="tiny", output_dir=str(tmp_path), progress=False)
     trainer = Trainer(config, model=tiny_model(len(smollm2_tokenizer)), tokenizer=smollm2_tokenizer)
-    model = trainer.models["policy"]
+    model = trainer.weights.modules["policy"]
     model.train()
     gradients = []
     for merge in (False, True):
         model.zero_grad(set_to_none=True)
-        trainer._micro_batch_loss(model, pack_calls(two_turn_calls, merge=merge)).loss.backward()
+        trainer.learner.micro_batch_loss(
+            "policy", pack_calls(two_turn_calls, merge=merge)
+        ).loss.backward()
         gradients.append(
             {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
         )
@@ -146,9 +148,9 @@ def test_an_update_over_shared_prompts_has_the_gradient_of_a_pass_each(
         )
         model = tiny_model(len(smollm2_tokenizer))
         trainer = Trainer(config, model=model, tokenizer=smollm2_tokenizer)
-        model = trainer.models["policy"]
+        model = trainer.weights.modules["policy"]
         model.train()
-        trainer._micro_batch_loss(model, grouped_rows).loss.backward()
+        trainer.learner.micro_batch_loss("policy", grouped_rows).loss.backward()
         gradients.append({n: p.grad for n, p in model.named_parameters() if p.grad is not None})
     alone, shared = gradients
     assert alone.keys() == shared.keys() and alone

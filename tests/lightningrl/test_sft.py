@@ -15,8 +15,9 @@ from boltzoo.agents.transformers_policy import TransformersPolicy
 from boltzoo.episode import load_episodes, save_episodes
 from boltzoo.errors import DatasetError, RunFolderError
 from boltzoo.lightningrl.config import SFTConfig, TrainerConfig
+from boltzoo.lightningrl.sequences import response_logprobs
 from boltzoo.lightningrl.sft import SFTTrainer
-from boltzoo.lightningrl.trainer import Trainer, response_logprobs
+from boltzoo.lightningrl.trainer import Trainer
 from boltzoo.lightningrl.weights import lora_state_dict
 
 
@@ -167,7 +168,7 @@ def test_rl_init_from_continues_from_the_sft_weights(tmp_path, smollm2_tokenizer
 
     def logprobs_of(trainer):
         with torch.no_grad():
-            return response_logprobs(trainer._learner("policy"), batch, 1.0, pad)[0]
+            return response_logprobs(trainer.weights.module("policy"), batch, 1.0, pad)[0]
 
     rl_config = TrainerConfig(
         env="math-v0", model="tiny", output_dir=str(tmp_path / "rl"), progress=False, **lora
@@ -180,9 +181,10 @@ def test_rl_init_from_continues_from_the_sft_weights(tmp_path, smollm2_tokenizer
         model=tiny_model(len(smollm2_tokenizer)),
         tokenizer=smollm2_tokenizer,
     )
-    assert torch.allclose(logprobs_of(rl), logprobs_of(sft), atol=1e-6)
-    assert not torch.allclose(logprobs_of(fresh), logprobs_of(sft), atol=1e-3)
-    assert rl.policy.version == 0 and rl.step == 0  # weights only: the RL run starts at step 0
+    assert torch.allclose(logprobs_of(rl), logprobs_of(sft.run), atol=1e-6)
+    assert not torch.allclose(logprobs_of(fresh), logprobs_of(sft.run), atol=1e-3)
+    # weights only: the RL run starts at step 0
+    assert rl.sampling.trained["policy"].version == 0 and rl.step == 0
 
     # Another adapter shape cannot take those weights: a clear error, the SFT run untouched.
     before = (tmp_path / "sft" / "checkpoints" / "latest").read_text()
@@ -211,7 +213,7 @@ def test_rl_kl_reference_after_a_warm_start_is_the_warm_start(tmp_path, smollm2_
         with torch.no_grad():
             return response_logprobs(module, batch, 1.0, pad)[0]
 
-    warm = logprobs_of(sft._learner("policy") if lora_r else sft.models["policy"])
+    warm = logprobs_of(sft.run.weights.module("policy"))
     rl = Trainer(
         TrainerConfig(
             env="math-v0",
@@ -226,20 +228,21 @@ def test_rl_kl_reference_after_a_warm_start_is_the_warm_start(tmp_path, smollm2_
         model=tiny_model(len(smollm2_tokenizer)),
         tokenizer=smollm2_tokenizer,
     )
+
     def reference_logprobs():
-        with rl.reference_of("policy") as reference:
+        with rl.weights.reference("policy") as reference:
             return logprobs_of(reference)
 
     assert torch.allclose(reference_logprobs(), warm, atol=1e-6)
     if lora_r:  # a frozen copy of the adapter on the same base, not a copy of the model
-        assert rl.references["policy"] == "policy_reference"
-        assert rl.trained_weights().keys() == set(lora_state_dict(sft.model))
+        assert rl.weights.references["policy"] == "policy_reference"
+        assert rl.weights.state_dict().keys() == set(lora_state_dict(sft.run.weights.model))
     # Through the learner's own update: before it moves, the policy is its reference (KL 0).
     assert rl.update(batch)["kl"] == pytest.approx(0.0, abs=1e-6)
     with torch.no_grad():  # the policy moves (as an update would move it) ...
-        for parameter in rl.params["policy"]:
+        for parameter in rl.weights.parameters["policy"]:
             parameter.add_(0.05 * torch.randn_like(parameter))
-    assert not torch.allclose(logprobs_of(rl._learner("policy")), warm, atol=1e-3)
+    assert not torch.allclose(logprobs_of(rl.weights.module("policy")), warm, atol=1e-3)
     assert torch.allclose(reference_logprobs(), warm, atol=1e-6)  # ... the reference does not
     assert rl.update(batch)["kl"] > 1e-4
 
@@ -282,7 +285,7 @@ def test_sft_on_a_graphs_demonstrations_learns_the_selected_nodes_calls(
     with SFTTrainer(
         config, model=tiny_model(len(smollm2_tokenizer)), tokenizer=smollm2_tokenizer
     ) as trainer:
-        assert trainer.agents == ["checker", "rewriter", "writer"]
+        assert trainer.run.agents == ["checker", "rewriter", "writer"]
         rewrites = [
             c for e in episodes for c in e.steps[0].action.inner_calls if c.node == "rewriter"
         ]
@@ -376,20 +379,20 @@ def test_rl_replaying_demonstrations_learns_them_where_no_group_teaches(
         return Trainer(config, model=model, tokenizer=smollm2_tokenizer)
 
     plain = trainer("plain")
-    before = {k: v.clone() for k, v in plain.model.state_dict().items()}
+    before = {k: v.clone() for k, v in plain.weights.model.state_dict().items()}
     (metrics,) = plain.train()
     assert metrics["frac_reward_zero_std"] == 1.0 and "replay_loss" not in metrics
-    assert all(torch.equal(v, before[k]) for k, v in plain.model.state_dict().items())
+    assert all(torch.equal(v, before[k]) for k, v in plain.weights.model.state_dict().items())
 
     replaying = trainer("replay", replay_demos=str(demos), replay_calls=8)
     calls = replaying.replay["policy"]
     assert len(calls) == 3 and {t.agent for t in calls} == {"solver"}
-    start = full_sequence_loss(replaying._learner("policy"), calls)
+    start = full_sequence_loss(replaying.weights.module("policy"), calls)
     (metrics,) = replaying.train()
     assert metrics["frac_reward_zero_std"] == 1.0
     # all three calls drawn (replay_calls > 3): the logged loss is theirs before the update
     assert metrics["replay_loss"] == pytest.approx(start, rel=1e-4)
-    assert full_sequence_loss(replaying._learner("policy"), calls) < start
+    assert full_sequence_loss(replaying.weights.module("policy"), calls) < start
 
     # demonstrations without a call of the trained agents are refused, in one line
     team = {"max_turns": 1, "agents": ["solver", "verifier"]}
@@ -409,11 +412,11 @@ def test_rl_replaying_demonstrations_learns_them_where_no_group_teaches(
 def test_a_non_finite_sft_loss_leaves_the_weights_and_is_counted(
     tmp_path, smollm2_tokenizer, monkeypatch
 ):
-    import boltzoo.lightningrl.trainer as trainer_module
+    import boltzoo.lightningrl.update as update_module
 
-    real_aggregate = trainer_module.aggregate
+    real_aggregate = update_module.aggregate
     monkeypatch.setattr(
-        trainer_module, "aggregate", lambda *a, **k: real_aggregate(*a, **k) * float("nan")
+        update_module, "aggregate", lambda *a, **k: real_aggregate(*a, **k) * float("nan")
     )
     demos = tmp_path / "demos.jsonl"
     record(demos, {"solver": OraclePolicy()}, [0, 1], max_turns=1)
@@ -422,11 +425,11 @@ def test_a_non_finite_sft_loss_leaves_the_weights_and_is_counted(
         model=tiny_model(len(smollm2_tokenizer)),
         tokenizer=smollm2_tokenizer,
     )
-    before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    before = {k: v.clone() for k, v in trainer.run.weights.model.state_dict().items()}
     ((name, batch),) = trainer.batches(0)
     out = trainer.sft_step(name, batch)
     assert out["skipped_updates"] == 1 and out["sft_loss"] != out["sft_loss"]  # NaN
-    assert all(torch.equal(v, before[k]) for k, v in trainer.model.state_dict().items())
+    assert all(torch.equal(v, before[k]) for k, v in trainer.run.weights.model.state_dict().items())
 
 
 def test_resuming_a_finished_warm_start_trains_and_evaluates_nothing_again(

@@ -13,7 +13,8 @@ import torch
 from boltzoo.agents.models import tiny_model
 from boltzoo.lightningrl import checkpoint as checkpoint_module
 from boltzoo.lightningrl.rollout import evaluation_tasks
-from boltzoo.lightningrl.trainer import Trainer, micro_batches
+from boltzoo.lightningrl.sequences import micro_batches
+from boltzoo.lightningrl.trainer import Trainer
 from boltzoo.registration import make
 
 
@@ -33,7 +34,7 @@ def test_tiny_model_learns_to_write_target_tokens(tmp_path, smollm2_tokenizer, t
     assert end > 0.3 and end > 3 * start
     lines = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(line)["step"] for line in lines] == list(range(1, 9))
-    assert trainer.policy.version == 8
+    assert trainer.sampling.trained["policy"].version == 8
 
 
 @pytest.mark.slow
@@ -49,13 +50,13 @@ def test_untrained_agents_keep_bit_identical_weights(tmp_path, smollm2_tokenizer
     model = tiny_model(len(smollm2_tokenizer))
     before = weights(model)
     trainer = Trainer(config, model=model, tokenizer=smollm2_tokenizer)
-    policies = trainer.policies()
-    assert policies["writer"] is trainer.policy
-    assert policies["checker"] is policies["rewriter"] is trainer.frozen_policy
+    policies = trainer.sampling.by_agent()
+    assert policies["writer"] is trainer.sampling.trained["policy"]
+    assert policies["checker"] is policies["rewriter"] is trainer.sampling.frozen
     trainer.train()
-    frozen = weights(trainer.frozen_policy.model)
+    frozen = weights(trainer.sampling.frozen.model)
     assert all(torch.equal(frozen[k], before[k]) for k in before)
-    trained = weights(trainer.model)
+    trained = weights(trainer.weights.model)
     assert any(not torch.equal(trained[k], before[k]) for k in before)  # the writer learned
 
 
@@ -89,7 +90,7 @@ def test_killed_and_resumed_run_matches_one_that_ran_straight_through(
     resumed_history = resumed.train()
 
     assert [m["reward"] for m in resumed_history] == [m["reward"] for m in straight_history[2:]]
-    a, b = weights(straight.model), weights(resumed.model)
+    a, b = weights(straight.weights.model), weights(resumed.weights.model)
     assert all(torch.equal(a[k], b[k]) for k in a)
     if sampling == "learnability":
         assert resumed.task_sampler.state_dict() == straight.task_sampler.state_dict()
@@ -194,25 +195,25 @@ def test_saving_a_step_again_killed_midway_keeps_its_first_copy(
 
 @pytest.mark.slow
 def test_non_finite_loss_skips_the_update(tmp_path, smollm2_tokenizer, monkeypatch, tokens_config):
-    import boltzoo.lightningrl.trainer as trainer_module
+    import boltzoo.lightningrl.update as update_module
 
-    real_loss = trainer_module.policy_loss
+    real_loss = update_module.policy_loss
 
     def nan_loss(*args, **kwargs):
         out = real_loss(*args, **kwargs)
         out.loss = out.loss * float("nan")
         return out
 
-    monkeypatch.setattr(trainer_module, "policy_loss", nan_loss)
+    monkeypatch.setattr(update_module, "policy_loss", nan_loss)
     trainer = Trainer(
         tokens_config(tmp_path, steps=1),
         model=tiny_model(len(smollm2_tokenizer)),
         tokenizer=smollm2_tokenizer,
     )
-    before = weights(trainer.model)
+    before = weights(trainer.weights.model)
     metrics = trainer.train_step()
     assert metrics["skipped_updates"] == 1
-    after = weights(trainer.model)
+    after = weights(trainer.weights.model)
     assert all(torch.equal(after[k], before[k]) for k in before)
 
 
@@ -299,10 +300,10 @@ def test_every_estimator_spelled_as_the_config_spells_it_trains(
 ):
     config = tokens_config(tmp_path, steps=2, estimator=estimator)
     trainer = Trainer(config, model=tiny_model(len(smollm2_tokenizer)), tokenizer=smollm2_tokenizer)
-    before = weights(trainer.model)
+    before = weights(trainer.weights.model)
     history = trainer.train()
     assert [m["step"] for m in history] == [1, 2] and history[0]["advantage_std"] > 0
-    assert any(not torch.equal(v, trainer.model.state_dict()[k]) for k, v in before.items())
+    assert any(not torch.equal(v, trainer.weights.model.state_dict()[k]) for k, v in before.items())
 
 
 def test_micro_batches_default_to_the_devices_size_and_steps_report_memory(
@@ -314,9 +315,9 @@ def test_micro_batches_default_to_the_devices_size_and_steps_report_memory(
             config, model=tiny_model(len(smollm2_tokenizer)), tokenizer=smollm2_tokenizer
         )
 
-    assert trainer().micro_batch_tokens == 1024  # the CPU's default
+    assert trainer().learner.micro_batch_tokens == 1024  # the CPU's default
     with trainer(micro_batch_tokens=300) as explicit:
-        assert explicit.micro_batch_tokens == 300
+        assert explicit.learner.micro_batch_tokens == 300
         metrics = explicit.train_step()
     # the process's memory now and at its peak, in MiB (the kernel counts the two a little
     # differently: the peak may read a few pages under the current figure)
