@@ -217,6 +217,10 @@ def main() -> None:
             seed=args.seed,
             save_every=0,
             progress=False,
+            # the full weights against a plain loop over them, as recorded in BENCHMARKS.md
+            lora_r=0,
+            lr=1e-5,
+            sampler="shared",
         )
         trainer = Trainer(config, model=model, tokenizer=tokenizer)
         pad = trainer.sampling.trained["policy"].pad_token_id

@@ -90,6 +90,7 @@ def main() -> None:
         output_dir="/tmp/bench_shared_prompts",
         lora_r=16,
         lora_alpha=32,
+        sampler="shared",  # (nothing samples here: no copy to build)
         precision="bf16",
         progress=False,
     )

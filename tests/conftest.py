@@ -167,6 +167,8 @@ def trainer_config(smollm2_tokenizer):
             group_size=2,
             max_new_tokens=8,
             lr=1e-2,
+            lora_r=0,  # (the full tiny model: LoRA where a test asks for it)
+            sampler="shared",
             save_every=0,
             progress=False,
         )

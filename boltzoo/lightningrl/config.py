@@ -1,6 +1,8 @@
 """TrainerConfig and SFTConfig: the one source of truth of a LightningRL run and of a warm start
-(TRL's habit: one dataclass per trainer, its fields' help text in their metadata). Saved with
-every run and printed at its start; the command line's flags are derived from their fields.
+(TRL's habit: one dataclass per trainer, its fields' help text in their metadata). What the two
+share is one base, RunConfig, with one default each: the CPU's fast path (a LoRA adapter r=16,
+rollouts and evaluations sampled from a bf16 copy). Saved with every run and printed at its
+start; the command line's flags are derived from their fields.
 """
 
 from __future__ import annotations
@@ -187,10 +189,13 @@ def _load(cls: type, path: str | Path, overrides: dict[str, Any]) -> Any:
 
 
 @dataclass
-class TrainerConfig:
-    """Everything a LightningRL run needs; see each field's help."""
+class RunConfig:
+    """What a warm start (:class:`SFTConfig`) and an RL run (:class:`TrainerConfig`) share: the
+    env, the model and its LoRA adapters, who plays, the optimiser, where evaluation samples,
+    the run folder. One definition and one default each; the defaults are the CPU's fast path
+    (a LoRA adapter r=16, sampling from a bf16 copy)."""
 
-    env: str = _help("env id, e.g. math-v0", default="boltzoo/math-v0")
+    env: str = _help("env id, e.g. math-v0", default="math-v0")
     env_kwargs: dict[str, Any] = _help(
         "keyword arguments of the training env (JSON on the command line)", default_factory=dict
     )
@@ -226,12 +231,6 @@ class TrainerConfig:
         "environment: boltzoo/agents/programs.py); LightningRL learns from the calls it made",
         default=None,
     )
-    agent_service: str | None = _help(
-        "host:port where agent services claim the env's turns (POST /rollouts/claim), instead "
-        "of a command run per turn; a host beyond 127.0.0.1 needs BOLTZOO_API_KEY set, which "
-        "services then send",
-        default=None,
-    )
     agent_roles: list[str] = _help(
         "names an agent program calls the model as besides the env's agents "
         "($BOLTZOO_AGENTS_URL/NAME/v1); train_agents and policy_map select and map them",
@@ -244,7 +243,7 @@ class TrainerConfig:
     lora_r: int = _help(
         "LoRA rank; 0 trains the full weights, > 0 one LoRA adapter (peft) per policy name on "
         "one shared, frozen base",
-        default=0,
+        default=16,
     )
     lora_alpha: float = _help("LoRA scaling alpha (the update is alpha / r * B A)", default=32.0)
     lora_dropout: float = _help("LoRA dropout", default=0.0)
@@ -258,6 +257,51 @@ class TrainerConfig:
     )
     output_dir: str = _help("where checkpoints, metrics and plots go", default="runs/lightningrl")
     seed: int = _help("seeds task sampling, sampling and initialisation", default=0)
+    max_new_tokens: int = _help("new tokens per LLM call", default=64)
+    sampler: Literal["shared", "copy", "vllm"] = _help(
+        "shared: rollouts sample with the learner's own weights; copy: with a separate copy in "
+        "sampler_precision, synced after every update; vllm: with a vLLM engine per policy, "
+        "synced by load_weights (boltzoo[vllm])",
+        default="copy",
+    )
+    sampler_precision: Literal["fp32", "bf16"] = _help(
+        "fp32 | bf16: the dtype of the sampling copy (sampler=copy or vllm; bf16 sampled 2.5 "
+        "times as fast as fp32 on a 2-core CPU)",
+        default="bf16",
+    )
+    lr: float = _help(
+        "AdamW learning rate (for a LoRA adapter; full weights want ~1e-5)", default=1e-4
+    )
+    weight_decay: float = _help("AdamW weight decay", default=0.0)
+    max_grad_norm: float = _help("gradient clipping", default=1.0)
+    micro_batch_tokens: int | None = _help(
+        "tokens per micro-batch (sequences bucketed by length; gradients accumulate); default: "
+        "1024 on the CPU (the fastest there, and 8k tokens' activations took 16 GB: "
+        "BENCHMARKS.md), 8192 on a GPU",
+        default=None,
+    )
+    eval_tasks: int = _help(
+        "held-out tasks per evaluation, spread evenly over the split (greedy decoding)", default=64
+    )
+    save_every: int = _help("checkpoint every K steps (and always at the end)", default=10)
+    device: str | None = _help("cpu, cuda, ... (default: cuda when there is one)", default=None)
+    precision: Literal["fp32", "bf16"] = _help(
+        "fp32 | bf16 (bf16 autocast where the device supports it)", default="fp32"
+    )
+    progress: bool = _help("show progress bars", default=True)
+
+
+@dataclass
+class TrainerConfig(RunConfig):
+    """Everything a LightningRL run needs (:class:`RunConfig`'s fields, then RL's own); see
+    each field's help."""
+
+    agent_service: str | None = _help(
+        "host:port where agent services claim the env's turns (POST /rollouts/claim), instead "
+        "of a command run per turn; a host beyond 127.0.0.1 needs BOLTZOO_API_KEY set, which "
+        "services then send",
+        default=None,
+    )
 
     # --- rollouts
     steps: int = _help("training steps (a larger value extends a resumed run)", default=100)
@@ -281,19 +325,9 @@ class TrainerConfig:
         "learnability: old outcome counts are multiplied by this each step", default=0.9
     )
     group_size: int = _help("rollouts of each task per step (GRPO groups)", default=4)
-    max_new_tokens: int = _help("new tokens per LLM call", default=64)
     temperature: float = _help("sampling temperature of rollouts", default=1.0)
     top_p: float = _help("nucleus sampling of rollouts", default=1.0)
     episode_timeout_s: float | None = _help("an episode running longer fails", default=None)
-    sampler: Literal["shared", "copy", "vllm"] = _help(
-        "shared: rollouts sample with the learner's own weights; copy: with a separate copy in "
-        "sampler_precision, synced after every update; vllm: with a vLLM engine per policy, "
-        "synced by load_weights (boltzoo[vllm])",
-        default="shared",
-    )
-    sampler_precision: Literal["fp32", "bf16"] = _help(
-        "fp32 | bf16: the dtype of the sampling copy (sampler=copy or vllm)", default="fp32"
-    )
     sampler_kwargs: dict[str, Any] = _help(
         'extra keyword arguments of the vLLM engine, e.g. {"gpu_memory_utilization": 0.5}',
         default_factory=dict,
@@ -360,31 +394,13 @@ class TrainerConfig:
     )
 
     # --- optimiser
-    lr: float = _help("AdamW learning rate", default=1e-5)
-    weight_decay: float = _help("AdamW weight decay", default=0.0)
     warmup_steps: int = _help("linear warm-up steps", default=0)
     lr_schedule: Literal["constant", "cosine", "linear"] = _help(
         "constant | cosine | linear (after warm-up)", default="constant"
     )
-    max_grad_norm: float = _help("gradient clipping", default=1.0)
-    micro_batch_tokens: int | None = _help(
-        "tokens per micro-batch (sequences bucketed by length; gradients accumulate); default: "
-        "1024 on the CPU (the fastest there, and 8k tokens' activations took 16 GB: "
-        "BENCHMARKS.md), 8192 on a GPU",
-        default=None,
-    )
 
     # --- evaluation, checkpoints, hardware
     eval_every: int = _help("evaluate every K steps (0: never)", default=0)
-    eval_tasks: int = _help(
-        "held-out tasks per evaluation, spread evenly over the split (greedy decoding)", default=64
-    )
-    save_every: int = _help("checkpoint every K steps (and always at the end)", default=10)
-    device: str | None = _help("cpu, cuda, ... (default: cuda when there is one)", default=None)
-    precision: Literal["fp32", "bf16"] = _help(
-        "fp32 | bf16 (bf16 autocast where the device supports it)", default="fp32"
-    )
-    progress: bool = _help("show progress bars", default=True)
     tensorboard: bool = _help(
         "also write the metrics for TensorBoard (output_dir/tensorboard; boltzoo[train])",
         default=False,
@@ -463,10 +479,10 @@ class TrainerConfig:
 
 
 @dataclass
-class SFTConfig:
-    """Everything a warm-start run needs; see each field's help."""
+class SFTConfig(RunConfig):
+    """Everything a warm-start run needs (:class:`RunConfig`'s fields, then the warm start's
+    own); see each field's help."""
 
-    env: str = _help("env id, e.g. math-v0 (its held-out split evaluates)", default="math-v0")
     demos: list[str] | str = _help(
         "the demonstrations: one or more Episode JSONL files (boltzoo rollout --out)",
         default_factory=list,
@@ -475,83 +491,19 @@ class SFTConfig:
         "learn only from successful episodes (expert iteration on the model's own episodes)",
         default=False,
     )
-    env_kwargs: dict[str, Any] = _help(
-        "keyword arguments of the env the demonstrations were played in (evaluation uses them "
-        "with eval_env_kwargs on top)",
-        default_factory=dict,
-    )
-    eval_env_kwargs: dict[str, Any] = _help(
-        "overrides for the evaluation env (default: split=test)",
-        default_factory=lambda: {"split": "test"},
-    )
-    model: str = _help("smollm2-135m or a local transformers folder", default="smollm2-135m")
-    train_agents: list[str] | str | None = _help(
-        "agents whose calls are learned from: names, or a regex (default: every agent)",
-        default=None,
-    )
-    policy_map: dict[str, str] = _help(
-        "agent -> policy name, as in RL (agents with one name share an adapter)",
-        default_factory=dict,
-    )
-    framework: Framework | None = _help(
-        "the framework agent that plays the evaluation (as in RL); with a bundled graph "
-        "(langgraph-sql-graph) its nodes are the agents, so train_agents selects nodes of "
-        "demonstrations that graph recorded",
-        default=None,
-    )
-    agent_command: str | None = _help(
-        "an agent program that plays the evaluation (as in RL): a command run once per turn",
-        default=None,
-    )
-    agent_roles: list[str] = _help(
-        "names the agent program calls the model as besides the env's agents (as in RL)",
-        default_factory=list,
-    )
-    agent_concurrency: int = _help("agent programs running at once", default=16)
-    agent_timeout_s: float = _help("an agent program's turn running longer fails", default=120.0)
-    init_from: str | None = _help(
-        "a run folder (SFT or RL) whose latest weights this run starts from", default=None
-    )
-    lora_r: int = _help("LoRA rank; 0 fine-tunes the full weights", default=16)
-    lora_alpha: float = _help("LoRA scaling alpha", default=32.0)
-    lora_dropout: float = _help("LoRA dropout", default=0.0)
-    lora_target_modules: list[str] | str = _help(
-        "modules that get LoRA: a list of names, or 'all-linear'", default="all-linear"
-    )
     epochs: int = _help("passes over the demonstrations", default=2)
     batch_size: int = _help("LLM calls per optimizer step", default=4)
+    # (the shared fields whose default or meaning differ in a warm start)
     lr: float = _help("AdamW learning rate", default=5e-4)
-    weight_decay: float = _help("AdamW weight decay", default=0.0)
-    max_grad_norm: float = _help("gradient clipping", default=1.0)
-    micro_batch_tokens: int | None = _help(
-        "tokens per micro-batch (gradients accumulate over a batch's micro-batches); default: "
-        "1024 on the CPU, 8192 on a GPU, as in RL",
-        default=None,
-    )
-    max_new_tokens: int = _help("new tokens per LLM call in evaluation", default=64)
-    eval_tasks: int = _help(
-        "held-out tasks evaluated before and after (greedy; 0: no evaluation)", default=64
-    )
     output_dir: str = _help("where checkpoints and metrics go", default="runs/sft")
     save_every: int = _help(
         "checkpoint every K optimizer steps, and after every epoch (a killed run resumes from "
         "its last: boltzoo sft --resume; 0: after every epoch only)",
         default=25,
     )
-    seed: int = _help("seeds the batch order and initialisation", default=0)
-    device: str | None = _help("cpu, cuda, ... (default: cuda when there is one)", default=None)
-    precision: Literal["fp32", "bf16"] = _help(
-        "fp32 | bf16 (autocast where supported)", default="fp32"
+    eval_tasks: int = _help(
+        "held-out tasks evaluated before and after (greedy; 0: no evaluation)", default=64
     )
-    sampler: Literal["shared", "copy", "vllm"] = _help(
-        "how evaluation samples: shared (the learner's weights), copy (a copy in "
-        "sampler_precision, loaded with the merged weights) or vllm",
-        default="copy",
-    )
-    sampler_precision: Literal["fp32", "bf16"] = _help(
-        "fp32 | bf16: the sampling copy's dtype (bf16 evaluates faster on a CPU)", default="bf16"
-    )
-    progress: bool = _help("show a progress bar", default=True)
 
     def __post_init__(self) -> None:
         if isinstance(self.demos, str):

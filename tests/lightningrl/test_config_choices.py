@@ -53,13 +53,13 @@ def test_a_setting_that_does_nothing_in_this_setting_says_so_once(monkeypatch):
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        TrainerConfig(gamma=0.5, sampler="shared", sampler_precision="bf16")
+        TrainerConfig(gamma=0.5, sampler="shared", sampler_precision="fp32")
         TrainerConfig(gamma=0.5)  # the same again: said once a process
-        TrainerConfig(gamma=0.5, credit="discounted", sampler="copy", sampler_precision="bf16")
+        TrainerConfig(gamma=0.5, credit="discounted", sampler="copy", sampler_precision="fp32")
         TrainerConfig()
     assert [str(w.message) for w in caught] == [
         "gamma=0.5 does nothing unless credit='discounted'",
-        "sampler_precision='bf16' does nothing unless sampler='copy' or 'vllm'",
+        "sampler_precision='fp32' does nothing unless sampler='copy' or 'vllm'",
     ]
     assert warn_inert_settings(TrainerConfig(lora_r=0, lora_alpha=8.0)) == [
         "lora_alpha=8.0 does nothing unless lora_r > 0"

@@ -185,7 +185,7 @@ def test_an_fp32_sampling_copy_reproduces_the_learners_logprobs(
     from boltzoo.lightningrl.rollout import rollout
     from boltzoo.lightningrl.sequences import response_logprobs
 
-    trainer = team_trainer(tmp_path, sampler="copy", policy_map={})
+    trainer = team_trainer(tmp_path, sampler="copy", sampler_precision="fp32", policy_map={})
     trainer.update(team_transitions(trainer))
     trainer.step += 1
     trainer.sampling.sync(["policy"], trainer.step)

@@ -67,7 +67,14 @@ def test_packed_logprobs_equal_each_call_scored_alone(two_turn_calls, smollm2_to
 def test_a_packed_update_has_the_gradient_of_the_calls_one_by_one(
     tmp_path, two_turn_calls, smollm2_tokenizer
 ):
-    config = TrainerConfig(env="math-v0", model="tiny", output_dir=str(tmp_path), progress=False)
+    config = TrainerConfig(
+        env="math-v0",
+        model="tiny",
+        output_dir=str(tmp_path),
+        progress=False,
+        lora_r=0,
+        sampler="shared",
+    )
     trainer = Trainer(config, model=tiny_model(len(smollm2_tokenizer)), tokenizer=smollm2_tokenizer)
     model = trainer.weights.modules["policy"]
     model.train()
