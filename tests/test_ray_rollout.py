@@ -169,15 +169,26 @@ def test_a_hung_worker_without_episode_timeouts_is_given_up_after_the_default_bo
 
 
 def test_a_tiny_model_learns_with_rollouts_on_two_workers(
-    tmp_path, smollm2_tokenizer, tokens_config
+    tmp_path, smollm2_tokenizer, tokens_config, monkeypatch
 ):
     # as tests/lightningrl/test_trainer.py's in-process run: the reward (the share of target
     # tokens, ~6% by chance) rises well above chance; the workers sample with synced copies.
+    from boltzoo.lightningrl import samplers
+
+    built_here = []  # sampling copies built in this (the learner's) process
+    real_copy_model = samplers._copy_model
+    monkeypatch.setattr(
+        samplers, "_copy_model", lambda *a: built_here.append(1) or real_copy_model(*a)
+    )
     config = tokens_config(tmp_path, seed=1, steps=12, rollout_workers=2)
     model = tiny_model(len(smollm2_tokenizer))
     with Trainer(config, model=model, tokenizer=smollm2_tokenizer) as trainer:
         assert trainer.sampling.kind == "copy" and trainer.sampling.pool is not None
         history = trainer.train()
+        # the workers built their copies; the learner holds what it ships, and never samples
+        assert built_here == []
+        with pytest.raises(RuntimeError, match="samples on the rollout workers only"):
+            trainer.sampling.trained["policy"].act([])
     start, end = history[0]["reward"], sum(m["reward"] for m in history[-2:]) / 2
     assert start < 0.15
     assert end > 0.3 and end > 3 * start

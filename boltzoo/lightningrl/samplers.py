@@ -9,8 +9,9 @@ The kinds (``TrainerConfig.sampler``):
 * ``vllm``: a vLLM engine (``boltzoo[vllm]``), loaded with the merged weights after each update.
 
 With ``rollout_workers > 0`` every Ray worker holds its own copy of each sampler (``shared``
-becomes ``copy``: a worker cannot share the learner's memory); after each update the merged
-weights go to the workers as one object in Ray's object store.
+becomes ``copy``: a worker cannot share the learner's memory), built there from what the learner
+ships (``DeferredSampler``: the learner builds no sampling model or engine of its own); after each
+update the merged weights go to the workers as one object in Ray's object store.
 
 The samplers own the policy version: the number of learner updates whose weights a sampler
 holds, stamped on every Completion it returns (the initial weights are version 0). Backends
@@ -67,13 +68,9 @@ def make_sampler(
             policy.load_weights(merged_state_dict(model, adapter), version=0)
         return policy
     if kind == "copy":
-        from transformers import AutoModelForCausalLM
-
         base = model.get_base_model() if is_peft_model(model) else model
-        dtype = torch.bfloat16 if cfg.sampler_precision == "bf16" else torch.float32
-        sampling_model = AutoModelForCausalLM.from_config(base.config, dtype=dtype)
-        sampling_model.load_state_dict(merged_state_dict(model, adapter))
-        model, adapter = sampling_model.to(device).eval(), None
+        model = _copy_model(cfg, base.config, merged_state_dict(model, adapter), device)
+        adapter = None
     return TransformersPolicy(
         model,
         tokenizer,
@@ -83,6 +80,78 @@ def make_sampler(
         adapter=adapter,
         **sampling,
     )
+
+
+def _copy_model(
+    config: TrainerConfig, model_config: Any, weights: dict[str, torch.Tensor], device: Any
+) -> Any:
+    """Return a fresh model of ``model_config`` in ``sampler_precision`` holding ``weights``
+    (merged), on ``device``: what a ``copy`` sampler samples with."""
+    from transformers import AutoModelForCausalLM
+
+    dtype = torch.bfloat16 if config.sampler_precision == "bf16" else torch.float32
+    model = AutoModelForCausalLM.from_config(model_config, dtype=dtype)
+    model.load_state_dict(weights)
+    return model.to(device).eval()
+
+
+class DeferredSampler:
+    """A sampler built in the process that samples with it: with Ray rollout workers the learner
+    never samples, so it holds only this and ships it; each worker builds its own copy there (a
+    ``copy`` model from the learner's weights merged when shipped, or a vLLM engine from the model
+    folder). No sampling model or engine is ever built in the learner's process for them.
+
+    Pickled in one object with the gateways and agent programs in front of it, the copy a worker
+    builds is the one those serve there (pickle's memo keeps the references one object).
+    """
+
+    def __init__(
+        self,
+        config: TrainerConfig,
+        model: Any,
+        adapter: str | None,
+        tokenizer: Any,
+        device: torch.device,
+        name: str,
+        index: int,
+        kind: str,
+    ) -> None:
+        self.config, self.model, self.adapter, self.tokenizer = config, model, adapter, tokenizer
+        self.device, self.name, self.index, self.kind = str(device), name, index, kind
+        self.version = 0
+
+    def act(self, turns: Any) -> Any:
+        raise RuntimeError(f"{self.name} samples on the rollout workers only")
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        if self.kind == "vllm":  # (the workers load the merged weights right after)
+            args: tuple[Any, ...] = (None, None)
+        else:
+            base = self.model.get_base_model() if is_peft_model(self.model) else self.model
+            merged = merged_state_dict(self.model, self.adapter)
+            args = (base.config, {k: v.detach().cpu() for k, v in merged.items()})
+        return (
+            _built_sampler,
+            (self.config, *args, self.tokenizer, self.device, self.name, self.index, self.kind),
+        )
+
+
+def _built_sampler(
+    config: TrainerConfig,
+    model_config: Any,
+    weights: dict[str, torch.Tensor] | None,
+    tokenizer: Any,
+    device: str,
+    name: str,
+    index: int,
+    kind: str,
+) -> Any:
+    """Build what a :class:`DeferredSampler` stands for, where it was unpickled."""
+    model = None
+    if kind == "copy":  # (a model of the sampler's own; "shared" below samples with it as it is)
+        assert weights is not None
+        model, kind = _copy_model(config, model_config, weights, device), "shared"
+    return make_sampler(config, model, None, tokenizer, torch.device(device), name, index, kind)
 
 
 class Samplers:
@@ -116,8 +185,10 @@ class Samplers:
         self.kind = (
             "copy" if config.rollout_workers and config.sampler == "shared" else config.sampler
         )
+        # with workers, each builds its own copies: the learner keeps recipes (DeferredSampler)
+        build = DeferredSampler if config.rollout_workers else make_sampler
         self.trained = {
-            name: make_sampler(
+            name: build(
                 config,
                 model,
                 name if lora else None,
@@ -132,7 +203,7 @@ class Samplers:
         self.frozen = None
         if frozen_source is not None:
             # the frozen weights never change: a shared sampler reads them in place
-            self.frozen = make_sampler(
+            self.frozen = build(
                 config,
                 frozen_source,
                 None,
