@@ -382,15 +382,25 @@ def test_a_chunked_body_over_the_limit_is_a_413(smollm2_tokenizer):
         assert gateway.calls() == []
 
 
+def wait_until(condition, timeout=10.0):
+    """Wait for ``condition()`` to hold (polled every 10 ms); fail after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "the awaited state never came"
+        time.sleep(0.01)
+
+
 class BlockingPolicy:
-    """Answers once ``release`` is set; raises for a message that says ``fail``."""
+    """Answers once ``release`` is set (``entered`` is set when a call is in it); raises for a
+    message that says ``fail``."""
 
     def __init__(self, tokenizer):
         self.inner = echo_policy(tokenizer)
-        self.release = threading.Event()
+        self.release, self.entered = threading.Event(), threading.Event()
         self.tokenizer, self.name = tokenizer, "blocking"
 
     def act(self, turns):
+        self.entered.set()
         self.release.wait(timeout=30)
         if any(t.observation["messages"][-1]["content"] == "fail" for t in turns):
             raise ValueError("a policy bug, not a long prompt")
@@ -406,10 +416,11 @@ def test_too_many_pending_timeout_and_policy_errors_get_429_504_and_500(smollm2_
         results = {}
         first = threading.Thread(target=lambda: results.update(first=post(url, message)))
         first.start()
-        time.sleep(0.5)  # the first request is in the policy, blocked
+        assert policy.entered.wait(timeout=10)  # the first request is in the policy, blocked
         second = threading.Thread(target=lambda: results.update(second=post(url, message)))
         second.start()
-        time.sleep(0.5)  # the second waits in the queue: two are pending, the most allowed
+        # the second waits in the queue: two are pending, the most allowed
+        wait_until(lambda: gateway._pending == 2)
         request = urllib.request.Request(
             url, json.dumps(message).encode(), {"Content-Type": "application/json"}
         )
@@ -422,10 +433,7 @@ def test_too_many_pending_timeout_and_policy_errors_get_429_504_and_500(smollm2_
         # past request_timeout_s: 504, and the call is recorded once it is answered
         assert results["first"][0] == 504 and results["second"][0] == 504
         policy.release.set()
-        for _ in range(100):
-            if len(gateway.calls()) == 2:
-                break
-            time.sleep(0.05)
+        wait_until(lambda: len(gateway.calls()) == 2)
         assert [c.completion.text for c in gateway.calls()] == ["cba", "cba"]
         # a policy error is a 500 that says what it was, not a context length error
         code, answer = post(url, {"messages": [{"role": "user", "content": "fail"}]})
@@ -491,7 +499,7 @@ def test_closing_lets_requests_in_flight_finish_and_loses_no_record(smollm2_toke
         )
     )
     flight.start()
-    time.sleep(0.5)
+    assert policy.entered.wait(timeout=10)
     threading.Timer(0.5, policy.release.set).start()
     gateway.close()  # while the request is in the policy
     flight.join()
@@ -694,25 +702,27 @@ def test_paused_gateway_holds_new_calls_and_waits_for_those_in_flight(smollm2_to
         results = {}
         first = threading.Thread(target=lambda: results.update(first=post(url, message)))
         first.start()
-        time.sleep(0.3)  # the first is in the policy, blocked
-        paused = threading.Event()
+        assert policy.entered.wait(timeout=10)  # the first is in the policy, blocked
+        paused, synced = threading.Event(), threading.Event()
 
         def sync():
             with gateway.paused():
                 paused.set()
-                time.sleep(0.5)  # the weights change here
+                synced.wait(timeout=30)  # the weights change here
 
         syncing = threading.Thread(target=sync)
         syncing.start()
-        time.sleep(0.3)
-        assert not paused.is_set()  # a sync waits for the call in flight
+        assert not paused.wait(timeout=0.3)  # a sync waits for the call in flight
         policy.release.set()
         first.join()
         assert paused.wait(timeout=5)
         second = threading.Thread(target=lambda: results.update(second=post(url, message)))
         second.start()
-        time.sleep(0.2)
-        assert "second" not in results  # held, not refused
+        wait_until(lambda: gateway._pending == 1)  # the second is in, and held ...
+        assert "second" not in results and policy.entered.is_set()
+        policy.entered.clear()
+        assert not policy.entered.wait(timeout=0.3)  # ... not in the policy, nor refused
+        synced.set()
         syncing.join()
         second.join(timeout=10)
     assert results["first"][0] == 200 and results["second"][0] == 200
@@ -731,9 +741,7 @@ def test_a_client_that_hangs_up_mid_body_is_one_log_line(smollm2_tokenizer, capl
                 b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"
             )
             connection.close()  # gone before the rest of the body
-        deadline = time.monotonic() + 10
-        while len(caplog.records) < 5 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: len(caplog.records) >= 5)
         code, _ = post(gateway.base_url + "/chat/completions",
                        {"messages": [{"role": "user", "content": "abc"}]})  # fmt: skip
         assert code == 200  # still serving
