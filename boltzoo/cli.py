@@ -594,7 +594,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from boltzoo.lightningrl.report import export_run
+    from boltzoo.lightningrl.policies import export_run
 
     try:
         print(export_run(args.run_dir, args.out_dir))

@@ -1,5 +1,5 @@
 """What a run writes besides its checkpoints: ``metrics.jsonl``, ``samples.jsonl`` and
-TensorBoard events.
+TensorBoard events; and what a training step's episodes say (``step_metrics``).
 
 ``metrics.jsonl`` holds one JSON object per training step and per held-out evaluation (``step``
 first); ``samples.jsonl`` some of each step's LLM calls as the model wrote them, with the credit
@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from boltzoo.errors import MissingDependencyError
 from boltzoo.lightningrl.transitions import Transition
@@ -95,3 +97,34 @@ class RunLog:
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+
+
+def step_metrics(
+    episodes: list[Any], transitions: list[Transition], group_stats: Any, train_agents: list[str]
+) -> dict[str, Any]:
+    """Return what a step's episodes and credited calls say: reward, score and success, the
+    advantages and their groups, tool use, and each trained agent's reward (with several)."""
+    ok = [e for e in episodes if not e.failed]
+    advantages = [t.advantage for t in transitions]
+    metrics = {
+        "reward": float(np.mean([t.reward for t in transitions])) if transitions else 0.0,
+        "score": float(np.mean([e.score or 0.0 for e in ok])) if ok else 0.0,
+        "success_rate": float(np.mean([bool(e.success) for e in ok])) if ok else 0.0,
+        "episodes": len(episodes),
+        "failed_episodes": len(episodes) - len(ok),
+        "transitions": len(transitions),
+        "advantage_mean": float(np.mean(advantages)) if advantages else 0.0,
+        "advantage_std": float(np.std(advantages)) if advantages else 0.0,
+        "group_size_mean": group_stats.mean_size if group_stats else 0.0,
+        "singleton_groups": group_stats.singletons if group_stats else 0,
+        # the share of groups that teach nothing: all right or all wrong
+        "frac_reward_zero_std": group_stats.zero_std / group_stats.groups if group_stats else 0.0,
+    }
+    tool_counts = [e.steps[-1].info.get("tool_calls") for e in ok if e.steps]
+    if any(count is not None for count in tool_counts):  # envs whose infos count tool calls
+        metrics["tool_use_rate"] = float(np.mean([bool(count) for count in tool_counts]))
+    if len(train_agents) > 1:  # who learns how fast, agent by agent
+        for agent in train_agents:
+            rewards = [t.reward for t in transitions if t.agent == agent]
+            metrics[f"reward/{agent}"] = float(np.mean(rewards)) if rewards else 0.0
+    return metrics

@@ -15,8 +15,9 @@ plays it, which the trainer hands to ``Samplers.set_agent_policies``.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from boltzoo.errors import ConfigError
@@ -171,3 +172,13 @@ def program_players(
     if service:
         print(f"agent services claim turns at {program.claim_url}", flush=True)
     return program, {agent: program for agent in env_agents}
+
+
+@contextlib.contextmanager
+def paused(gateways: Mapping[str, Any]) -> Iterator[None]:
+    """Hold the gateways' new calls within the block (the weights change there): none is
+    sampled by half-updated weights, and calls in flight finish first."""
+    with contextlib.ExitStack() as stack:
+        for gateway in gateways.values():
+            stack.enter_context(gateway.paused())
+        yield

@@ -19,17 +19,24 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
+import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import torch
 
-from boltzoo.lightningrl.config import TrainerConfig
+from boltzoo.envs.data.cache import write_folder
+from boltzoo.errors import RunFolderError
+from boltzoo.lightningrl.checkpoint import latest_checkpoint, load_checkpoint
+from boltzoo.lightningrl.config import RunConfig
 from boltzoo.lightningrl.weights import (
     adapter_parameters,
     add_frozen_copy,
     add_lora_adapters,
     lora_state_dict,
+    merged_state_dict,
 )
 
 REFERENCE_SUFFIX = "_reference"  # a LoRA policy's KL reference: a frozen copy of its adapter
@@ -41,9 +48,11 @@ class PolicySet:
     Args:
         model: the initial model (a ``transformers`` causal LM), already on its device.
         names: the policy names, sorted; the first trains ``model`` itself (full copies).
-        config: the run's config (``lora_*``, ``kl_coef``).
+        config: the run's config (its ``lora_*`` settings).
         keep_initial: keep a frozen copy of the initial weights (full copies only; LoRA reads
             them as the base with the adapters off): the untrained agents sample from it.
+        kl_reference: each policy's KL reference is the initial weights (until
+            :meth:`anchor_references`).
 
     Attributes:
         names: the policy names.
@@ -55,7 +64,13 @@ class PolicySet:
     """
 
     def __init__(
-        self, model: Any, names: list[str], config: TrainerConfig, *, keep_initial: bool
+        self,
+        model: Any,
+        names: list[str],
+        config: RunConfig,
+        *,
+        keep_initial: bool = False,
+        kl_reference: bool = False,
     ) -> None:
         self.names = list(names)
         self.lora = config.lora_r > 0
@@ -72,7 +87,7 @@ class PolicySet:
             self.modules = {name: self.model for name in self.names}
             self.parameters = {name: adapter_parameters(self.model, name) for name in self.names}
         else:
-            if config.kl_coef or keep_initial:
+            if kl_reference or keep_initial:
                 self.initial = copy.deepcopy(model).eval().requires_grad_(False)
             self.model = model
             self.modules = {
@@ -85,7 +100,7 @@ class PolicySet:
         # name -> a frozen module, or an adapter's frozen copy (LoRA after a warm start); a
         # name not here with LoRA: the base with the adapters off
         self.references: dict[str, Any] = {}
-        if config.kl_coef and self.initial is not None:
+        if kl_reference and self.initial is not None:
             self.references = {name: self.initial for name in self.names}
 
     def initial_module(self) -> Any:
@@ -143,6 +158,40 @@ class PolicySet:
                 for name, m in self.modules.items()
             }
 
+    def load_from(self, run_dir: str | Path, config: RunConfig) -> Path:
+        """Load the trained weights of ``run_dir``'s latest checkpoint (a warm start, an RL run);
+        return that checkpoint's folder.
+
+        Raises:
+            RunFolderError: no checkpoint, or one trained with another model, other ``lora_*``
+                settings or other policy names than ``config`` and this set.
+        """
+        folder = latest_checkpoint(Path(run_dir) / "checkpoints")
+        if folder is None:
+            raise RunFolderError(
+                f"init_from={str(run_dir)!r}: no checkpoint in {Path(run_dir) / 'checkpoints'}"
+            )
+        saved = json.loads((folder / "config.json").read_text())
+        ours = dataclasses.asdict(config)
+        keys = ("model", "lora_r", "lora_alpha", "lora_target_modules")
+        different = [k for k in keys if saved.get(k) != ours[k]]
+        weights, state = load_checkpoint(folder)
+        names = state.get("policy_names", ["policy"])
+        if different or names != self.names:
+            theirs = {k: saved.get(k) for k in different} | {"policy names": names}
+            raise RunFolderError(
+                f"init_from={str(run_dir)!r} trained {theirs}; this run has "
+                f"{ {k: ours[k] for k in different} | {'policy names': self.names} }: "
+                "use the same model, lora_* settings, train_agents and policy_map"
+            )
+        self.load_state_dict(weights)
+        return folder
+
+    def merged(self, name: str) -> dict[str, torch.Tensor]:
+        """Return policy ``name``'s weights as a plain transformers ``state_dict`` (its LoRA
+        adapter merged)."""
+        return merged_state_dict(self.modules[name], name if self.lora else None)
+
     def state_dict(self) -> dict[str, torch.Tensor]:
         """Return what a checkpoint stores: every adapter's LoRA weights (not their KL
         references'), or the full model (one policy), or each policy's under ``"{name}/"``."""
@@ -178,3 +227,64 @@ class PolicySet:
                 module.load_state_dict(
                     {k[len(prefix) :]: v for k, v in weights.items() if k.startswith(prefix)}
                 )
+
+
+def export_run(run_dir: str | Path, out_dir: str | Path) -> Path:
+    """Save the latest checkpoint of a run as plain transformers folders; return ``out_dir``.
+
+    The base model named in the checkpoint's ``config.json`` is loaded and the trained weights
+    are put into it (a :class:`PolicySet` as the run had it, its keys checked): LoRA adapters
+    merged (``W + alpha / r * B A``), or full weights. A run with one policy is written to
+    ``out_dir`` itself; a run with several (``policy_map``) writes one folder per policy,
+    ``out_dir/<policy name>``. Each folder (model and the base's tokenizer) is written beside
+    its place and renamed into it, so it is whole or absent.
+
+    Raises:
+        FileNotFoundError: the run has no checkpoint.
+        RunFolderError: its weights do not fit the model and adapters its config describes.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from boltzoo.agents.models import resolve_model
+
+    run_dir, out = Path(run_dir), Path(out_dir)
+    folder = latest_checkpoint(run_dir / "checkpoints")
+    if folder is None:
+        raise FileNotFoundError(
+            f"no checkpoint in {run_dir / 'checkpoints'}: train with save_every > 0 first"
+        )
+    saved = json.loads((folder / "config.json").read_text())
+    fields = {f.name for f in dataclasses.fields(RunConfig)}
+    # (a config.json from before LoRA existed trained the full weights)
+    settings = RunConfig(**{k: v for k, v in saved.items() if k in fields} | {
+        "lora_r": saved.get("lora_r", 0)
+    })  # fmt: skip
+    weights, state = load_checkpoint(folder)
+    names = state.get("policy_names", ["policy"])
+    base = resolve_model(settings.model)
+    policies = PolicySet(
+        AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32), names, settings
+    )
+    try:
+        policies.load_state_dict(weights)  # a LoRA name mismatch would export the base model
+    except (ValueError, RuntimeError) as error:
+        raise RunFolderError(
+            f"{folder}: the checkpoint's weights do not fit the model and adapters its "
+            f"config.json describes ({str(error).splitlines()[0]})"
+        ) from None
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    plain = (
+        AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32) if policies.lora else None
+    )
+    for name in names:
+        model = policies.modules[name]
+        if plain is not None:  # a plain model with the adapter merged in
+            plain.load_state_dict(policies.merged(name))
+            model = plain
+
+        def build(tmp: Path, model: Any = model) -> None:
+            model.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
+
+        write_folder(out if len(names) == 1 else out / name, build)
+    return out

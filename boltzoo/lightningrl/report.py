@@ -1,7 +1,7 @@
 """After a run: learning-curve figures (``plot_run``, and ``compare_runs`` for several runs on
 one figure), two held-out evaluations compared task by task (``paired_outcomes``; with the
-tasks grouped by a field, ``compare_evaluations``) and a plain transformers export
-(``export_run``).
+tasks grouped by a field, ``compare_evaluations``). (A run's export as plain transformers
+folders is ``policies.export_run``.)
 
 A run directory holds ``metrics.jsonl`` (one JSON object per step, written by the trainer) and
 ``checkpoints/`` (see ``checkpoint.py``). Figures are drawn with matplotlib's Agg backend, so no
@@ -17,9 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from boltzoo.envs.data.cache import write_folder
-from boltzoo.errors import DatasetError, RunFolderError
-from boltzoo.lightningrl.checkpoint import latest_checkpoint, load_checkpoint
+from boltzoo.errors import DatasetError
 
 METRICS = "metrics.jsonl"
 
@@ -360,66 +358,3 @@ def _task_ids(env_id: str, kwargs: dict[str, Any]) -> list[str]:
 
     with inspected(env_id, **kwargs) as env:
         return [str(getattr(t, "task_id", t)) for t in env.tasks]
-
-
-def export_run(run_dir: str | Path, out_dir: str | Path) -> Path:
-    """Save the latest checkpoint of a run as plain transformers folders; return ``out_dir``.
-
-    The base model named in the checkpoint's ``config.json`` is loaded and the trained weights
-    are put into it: LoRA adapters merged (``W + alpha / r * B A``), or full weights loaded. A
-    run with one policy is written to ``out_dir`` itself; a run with several (``policy_map``)
-    writes one folder per policy, ``out_dir/<policy name>``. Each folder (model and the base's
-    tokenizer) is written beside its place and renamed into it, so it is whole or absent.
-    """
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from boltzoo.agents.models import resolve_model
-    from boltzoo.lightningrl.weights import add_lora_adapters, lora_state_dict, merged_state_dict
-
-    run_dir, out = Path(run_dir), Path(out_dir)
-    folder = latest_checkpoint(run_dir / "checkpoints")
-    if folder is None:
-        raise FileNotFoundError(
-            f"no checkpoint in {run_dir / 'checkpoints'}: train with save_every > 0 first"
-        )
-    config = json.loads((folder / "config.json").read_text())
-    base = resolve_model(config["model"])
-    weights, state = load_checkpoint(folder)
-    names = state.get("policy_names", ["policy"])
-    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
-    tokenizer = AutoTokenizer.from_pretrained(base)
-    if config.get("lora_r", 0) > 0:
-        lora_model = add_lora_adapters(
-            model,
-            names,
-            r=config["lora_r"],
-            alpha=config["lora_alpha"],
-            dropout=config["lora_dropout"],
-            target_modules=config["lora_target_modules"],
-        )
-        expected = set(lora_state_dict(lora_model))
-        if set(weights) != expected:  # a name mismatch would export the base model unchanged
-            raise RunFolderError(
-                f"{folder}: the checkpoint's LoRA weights do not fit the adapters its config.json "
-                f"describes ({sorted(set(weights) ^ expected)[:3]} ...)"
-            )
-        lora_model.load_state_dict(weights, strict=False)  # the base weights are the model's
-        policy_weights = {name: merged_state_dict(lora_model, name) for name in names}
-        model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)  # a plain one
-    elif len(names) == 1:
-        policy_weights = {names[0]: weights}
-    else:
-        policy_weights = {
-            name: {k[len(name) + 1 :]: v for k, v in weights.items() if k.startswith(f"{name}/")}
-            for name in names
-        }
-    for name, state_dict in policy_weights.items():
-        model.load_state_dict(state_dict)
-
-        def build(tmp: Path) -> None:
-            model.save_pretrained(tmp)
-            tokenizer.save_pretrained(tmp)
-
-        write_folder(out if len(names) == 1 else out / name, build)
-    return out

@@ -38,13 +38,13 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from boltzoo.episode import Episode, load_episodes
+from boltzoo.episode import Episode
 from boltzoo.errors import DatasetError
 from boltzoo.lightningrl.checkpoint import check_run_folder
 from boltzoo.lightningrl.config import SFTConfig
 from boltzoo.lightningrl.memory import release_freed_memory
 from boltzoo.lightningrl.trainer import Trainer
-from boltzoo.lightningrl.transitions import Transition, demonstration_transitions
+from boltzoo.lightningrl.transitions import Transition, by_policy, read_demonstrations
 
 
 class SFTTrainer:
@@ -81,32 +81,24 @@ class SFTTrainer:
         self.close()
 
     def resume(self) -> bool:
-        """Continue from the newest checkpoint in ``output_dir``; return whether there was one
-        (``Trainer.resume``)."""
+        """Continue from the newest checkpoint in ``output_dir`` (``Trainer.resume``)."""
         return self.run.resume()
 
     def _read_demonstrations(self, config: SFTConfig) -> None:
         run = self.run
-        episodes = [e for path in config.demos for e in load_episodes(path)]
-        self.transitions = demonstration_transitions(
-            episodes,
-            sorted(run.train_agents),
+        self.transitions, episodes = read_demonstrations(
+            config.demos,
+            run.train_agents,
             run.tokenizer,
-            config.only_successful,
             agents=run.agents,
+            only_successful=config.only_successful,
         )
-        if not self.transitions:
-            raise DatasetError(
-                f"no LLM call of {sorted(run.train_agents)} to learn from in {config.demos} "
-                f"({len(episodes)} episodes{', successful only' if config.only_successful else ''})"
-            )
         self.demo_episodes = len({t.episode_id for t in self.transitions})
         self._warn_on_other_prompts(episodes)
-        by_policy: dict[str, list[Transition]] = {}
-        for t in self.transitions:
-            by_policy.setdefault(run.policy_of[t.agent], []).append(t)
-        self.by_policy = by_policy
-        self.batches_per_epoch = sum(-(-len(ts) // config.batch_size) for ts in by_policy.values())
+        self.by_policy = by_policy(self.transitions, run.policy_of)
+        self.batches_per_epoch = sum(
+            -(-len(ts) // config.batch_size) for ts in self.by_policy.values()
+        )
         run.config.steps = config.epochs * self.batches_per_epoch  # the lr schedule's length
 
     def _warn_on_other_prompts(self, episodes: list[Episode]) -> None:

@@ -26,11 +26,9 @@ Checkpoints (``checkpoint.py``) make runs resumable after a kill.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import random
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +37,6 @@ import torch
 from tqdm.auto import tqdm
 
 from boltzoo.agents.models import load_model
-from boltzoo.episode import load_episodes
-from boltzoo.errors import DatasetError, RunFolderError
 from boltzoo.lightningrl.advantages import compute_advantages
 from boltzoo.lightningrl.checkpoint import (
     adopt_weight_settings,
@@ -51,11 +47,12 @@ from boltzoo.lightningrl.checkpoint import (
 )
 from boltzoo.lightningrl.config import TrainerConfig
 from boltzoo.lightningrl.curriculum import LearnabilitySampler, task_pools
-from boltzoo.lightningrl.logs import RunLog
+from boltzoo.lightningrl.logs import RunLog, step_metrics
 from boltzoo.lightningrl.memory import peak_rss_mib, release_freed_memory, rss_mib
 from boltzoo.lightningrl.players import (
     framework_players,
     node_graphs,
+    paused,
     program_players,
     who_learns,
 )
@@ -63,8 +60,9 @@ from boltzoo.lightningrl.policies import PolicySet
 from boltzoo.lightningrl.samplers import FROZEN, Samplers
 from boltzoo.lightningrl.transitions import (
     Transition,
-    demonstration_transitions,
+    by_policy,
     flatten,
+    read_demonstrations,
 )
 from boltzoo.lightningrl.update import Learner
 from boltzoo.registration import inspected, resolve_env_id
@@ -72,15 +70,8 @@ from boltzoo.rollout import evaluation_tasks
 
 
 class Trainer:
-    """Trains the selected agents' policies with LightningRL; see the module docstring.
-
-    Which weights act for which agent:
-
-    * every trained agent maps to a policy name (``config.policy_map``; default: all share one,
-      ``"policy"``). Each name has its own weights: a LoRA adapter on one shared base when
-      ``lora_r > 0``, else a full copy of the model;
-    * agents that are not trained act with the initial weights (the base with adapters off, or a
-      frozen copy), which never change.
+    """Trains the selected agents' policies with LightningRL; see the module docstring. Which
+    weights act for which agent: ``weights`` (``policies.py``); who samples: ``sampling``.
 
     ``model`` / ``tokenizer`` may be given (tests pass a tiny model); else ``config.model`` loads.
     With ``config.framework`` set, ``agent_builders`` maps trained agents to your framework
@@ -129,10 +120,6 @@ class Trainer:
             # load cast up
             model, tokenizer = load_model(cfg.model, device=device, dtype=torch.float32)
         self.device = torch.device(device)
-        # on a CPU, small micro-batches are faster and keep activations to a few GB
-        micro_batch_tokens = cfg.micro_batch_tokens or (
-            8192 if self.device.type == "cuda" else 1024
-        )
         self.tokenizer = tokenizer
         self.logs = RunLog(
             self.output_dir,
@@ -140,11 +127,6 @@ class Trainer:
             samples_per_step=cfg.samples_per_step,
             tokenizer=tokenizer,
         )  # metrics.jsonl, samples.jsonl, TensorBoard (logs.py)
-        use_bf16 = cfg.precision == "bf16" and (
-            self.device.type == "cuda"
-            and torch.cuda.is_bf16_supported()
-            or self.device.type == "cpu"
-        )
 
         with inspected(self.env_id, **cfg.env_kwargs) as env:
             self.env_agents, env_tasks = list(env.possible_agents), env.tasks
@@ -169,6 +151,7 @@ class Trainer:
             sorted(set(self.policy_of.values())),
             cfg,
             keep_initial=bool(untrained) and cfg.sampler == "shared",
+            kl_reference=cfg.kl_coef > 0,
         )
         # the samplers: the learner's weights themselves, or copies synced after updates
         # (here or on Ray workers; samplers.py)
@@ -206,14 +189,7 @@ class Trainer:
 
         # the optimiser and the loss passes (update.py)
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-        self.learner = Learner(
-            self.weights,
-            cfg,
-            self.device,
-            micro_batch_tokens=micro_batch_tokens,
-            use_bf16=use_bf16,
-            pad_token_id=pad,
-        )
+        self.learner = Learner(self.weights, cfg, self.device, pad_token_id=pad)
         self.step = 0
         self.task_rng = np.random.default_rng(cfg.seed)
         self.task_sampler = None  # uniform draws from task_rng
@@ -226,24 +202,14 @@ class Trainer:
         self.saved_step: int | None = None  # the step of this run's newest checkpoint
         self.train_seconds = 0.0  # rollouts and updates so far (the max_train_minutes clock)
         # policy name -> its agents' demonstration calls, replayed in every update
-        self.replay = self._replay_calls(cfg.replay_demos) if cfg.replay_demos else {}
+        self.replay: dict[str, list[Transition]] = {}
+        if cfg.replay_demos:
+            calls, _ = read_demonstrations(
+                cfg.replay_demos, self.train_agents, tokenizer, agents=self.agents
+            )
+            self.replay = by_policy(calls, self.policy_of)
         if cfg.init_from:
             self.load_weights_from(cfg.init_from)
-
-    def _replay_calls(self, paths: list[str]) -> dict[str, list[Transition]]:
-        episodes = [e for path in paths for e in load_episodes(path)]
-        calls = demonstration_transitions(
-            episodes, sorted(self.train_agents), self.tokenizer, agents=self.agents
-        )
-        if not calls:
-            raise DatasetError(
-                f"replay_demos={paths}: no LLM call of {sorted(self.train_agents)} to replay in "
-                f"their {len(episodes)} episodes (failed episodes are skipped)"
-            )
-        by_policy: dict[str, list[Transition]] = {}
-        for t in calls:
-            by_policy.setdefault(self.policy_of[t.agent], []).append(t)
-        return by_policy
 
     def close(self) -> None:
         """Stop the agent programs' hubs, the gateways and the Ray rollout workers (if any)."""
@@ -255,15 +221,6 @@ class Trainer:
         self.gateways.clear()
         if self.sampling is not None:
             self.sampling.close()
-
-    @contextlib.contextmanager
-    def _gateways_paused(self) -> Iterator[None]:
-        """Hold the gateways' new calls while the weights change (an agent service may call
-        the model between steps): none is sampled by half-updated weights."""
-        with contextlib.ExitStack() as stack:
-            for gateway in self.gateways.values():
-                stack.enter_context(gateway.paused())
-            yield
 
     def __enter__(self) -> Trainer:
         return self
@@ -325,7 +282,7 @@ class Trainer:
         # what the model wrote, with the credit it got
         self.logs.write_samples(self.step + 1, transitions)
         update_started = time.perf_counter()
-        with self._gateways_paused():
+        with paused(self.gateways):  # (an agent service may call the model between steps)
             update = self.update(transitions) if transitions else {}
             self.learner.scheduler.step()
             self.step += 1
@@ -364,17 +321,15 @@ class Trainer:
         ``replay_calls`` of its demonstration calls, drawn for the step); return the loss
         statistics (``update.Learner.update``)."""
         cfg = self.config
-        by_policy: dict[str, list[Transition]] = {}
-        for t in transitions:
-            by_policy.setdefault(self.policy_of[t.agent], []).append(t)
+        grouped = by_policy(transitions, self.policy_of)
         # seeded by the step: a resumed run draws the same
         rng = np.random.default_rng([cfg.seed, self.step])
         replayed = {
             name: [calls[i] for i in sorted(rng.permutation(len(calls))[: cfg.replay_calls])]
             for name, calls in self.replay.items()
-            if name in by_policy
+            if name in grouped
         }
-        return self.learner.update(by_policy, replayed)
+        return self.learner.update(grouped, replayed)
 
     # --- evaluation ------------------------------------------------------------------------
 
@@ -484,25 +439,7 @@ class Trainer:
     def load_weights_from(self, run_dir: str | Path) -> Path:
         """Start from the trained weights of another run's latest checkpoint (a warm start);
         return that checkpoint's folder. Optimiser state, step and RNGs stay this run's own."""
-        folder = latest_checkpoint(Path(run_dir) / "checkpoints")
-        if folder is None:
-            raise RunFolderError(
-                f"init_from={str(run_dir)!r}: no checkpoint in {Path(run_dir) / 'checkpoints'}"
-            )
-        saved = json.loads((folder / "config.json").read_text())
-        ours = self.config.to_dict()
-        keys = ("model", "lora_r", "lora_alpha", "lora_target_modules")
-        different = [k for k in keys if saved.get(k) != ours[k]]
-        weights, state = load_checkpoint(folder)
-        names = state.get("policy_names", ["policy"])
-        if different or names != self.weights.names:
-            theirs = {k: saved.get(k) for k in different} | {"policy names": names}
-            raise RunFolderError(
-                f"init_from={str(run_dir)!r} trained {theirs}; this run has "
-                f"{ {k: ours[k] for k in different} | {'policy names': self.weights.names} }: "
-                "use the same model, lora_* settings, train_agents and policy_map"
-            )
-        self.weights.load_state_dict(weights)
+        folder = self.weights.load_from(run_dir, self.config)
         if self.config.kl_coef:
             # The KL holds each policy near where this run starts, the warm start, not near the
             # untrained base; a resumed run loads init_from first too, so its reference stays
@@ -554,34 +491,3 @@ def _seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
-
-
-def step_metrics(
-    episodes: list[Any], transitions: list[Transition], group_stats: Any, train_agents: list[str]
-) -> dict[str, Any]:
-    """Return what a step's episodes and credited calls say: reward, score and success, the
-    advantages and their groups, tool use, and each trained agent's reward (with several)."""
-    ok = [e for e in episodes if not e.failed]
-    advantages = [t.advantage for t in transitions]
-    metrics = {
-        "reward": float(np.mean([t.reward for t in transitions])) if transitions else 0.0,
-        "score": float(np.mean([e.score or 0.0 for e in ok])) if ok else 0.0,
-        "success_rate": float(np.mean([bool(e.success) for e in ok])) if ok else 0.0,
-        "episodes": len(episodes),
-        "failed_episodes": len(episodes) - len(ok),
-        "transitions": len(transitions),
-        "advantage_mean": float(np.mean(advantages)) if advantages else 0.0,
-        "advantage_std": float(np.std(advantages)) if advantages else 0.0,
-        "group_size_mean": group_stats.mean_size if group_stats else 0.0,
-        "singleton_groups": group_stats.singletons if group_stats else 0,
-        # the share of groups that teach nothing: all right or all wrong
-        "frac_reward_zero_std": group_stats.zero_std / group_stats.groups if group_stats else 0.0,
-    }
-    tool_counts = [e.steps[-1].info.get("tool_calls") for e in ok if e.steps]
-    if any(count is not None for count in tool_counts):  # envs whose infos count tool calls
-        metrics["tool_use_rate"] = float(np.mean([bool(count) for count in tool_counts]))
-    if len(train_agents) > 1:  # who learns how fast, agent by agent
-        for agent in train_agents:
-            rewards = [t.reward for t in transitions if t.agent == agent]
-            metrics[f"reward/{agent}"] = float(np.mean(rewards)) if rewards else 0.0
-    return metrics

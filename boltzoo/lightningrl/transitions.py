@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from boltzoo.agents.base import encode_chat
-from boltzoo.episode import Completion, Episode, Step
-from boltzoo.errors import shorten
+from boltzoo.episode import Completion, Episode, Step, load_episodes
+from boltzoo.errors import DatasetError, shorten
 from boltzoo.lightningrl.credit import CreditFn, get_credit
 
 
@@ -224,3 +224,39 @@ def demonstration_transitions(
     ``train_agents`` may select (a graph's nodes included), as :func:`flatten` takes them."""
     kept = [e for e in episodes if not e.failed and (e.success or not only_successful)]
     return flatten(kept, "identical", train_agents, tokenizer=tokenizer, agents=agents)
+
+
+def by_policy(
+    transitions: Iterable[Transition], policy_of: dict[str, str]
+) -> dict[str, list[Transition]]:
+    """Return policy name -> the transitions of its agents (``policy_of``: agent -> name), in
+    their order."""
+    grouped: dict[str, list[Transition]] = {}
+    for t in transitions:
+        grouped.setdefault(policy_of[t.agent], []).append(t)
+    return grouped
+
+
+def read_demonstrations(
+    paths: Sequence[str],
+    train_agents: Any,
+    tokenizer: Any,
+    *,
+    agents: Any = None,
+    only_successful: bool = False,
+) -> tuple[list[Transition], list[Episode]]:
+    """Read the Episode JSONL files ``paths``; return the LLM calls of ``train_agents`` in
+    them (:func:`demonstration_transitions`) and the episodes read.
+
+    Raises:
+        DatasetError: no such call in them (every episode failed, or none has those agents).
+    """
+    episodes = [e for path in paths for e in load_episodes(path)]
+    calls = demonstration_transitions(episodes, train_agents, tokenizer, only_successful, agents)
+    if not calls:
+        successful = ", successful only" if only_successful else ""
+        raise DatasetError(
+            f"no LLM call of {sorted(train_agents)} to learn from in {list(paths)} "
+            f"({len(episodes)} episodes{successful}; failed episodes are skipped)"
+        )
+    return calls, episodes

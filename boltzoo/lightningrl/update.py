@@ -57,11 +57,16 @@ class Learner:
 
     Args:
         weights: the policies' weights.
-        config: the run's config (the loss, ``lr`` and its schedule, ``micro_batch_tokens``...).
+        config: the run's config (the loss, ``lr`` and its schedule, ``micro_batch_tokens``,
+            ``precision``...).
         device: the learner's device.
-        micro_batch_tokens: the tokens of one micro-batch (padding included).
-        use_bf16: autocast the forward passes to bf16.
         pad_token_id: any token id (padding is masked).
+
+    Attributes:
+        micro_batch_tokens: the tokens of one micro-batch, padding included (``config``'s, or
+            the device's default).
+        use_bf16: whether the forward passes autocast to bf16 (``precision="bf16"`` where the
+            device supports it).
     """
 
     def __init__(
@@ -70,12 +75,16 @@ class Learner:
         config: TrainerConfig,
         device: torch.device,
         *,
-        micro_batch_tokens: int,
-        use_bf16: bool,
         pad_token_id: int,
     ) -> None:
         self.weights, self.config, self.device = weights, config, device
-        self.micro_batch_tokens, self.use_bf16 = micro_batch_tokens, use_bf16
+        # on a CPU, small micro-batches are faster and keep activations to a few GB
+        self.micro_batch_tokens = config.micro_batch_tokens or (
+            8192 if device.type == "cuda" else 1024
+        )
+        self.use_bf16 = config.precision == "bf16" and (
+            device.type == "cpu" or device.type == "cuda" and torch.cuda.is_bf16_supported()
+        )
         self.pad_token_id = pad_token_id
         self.optimizer = torch.optim.AdamW(
             weights.trainable(), lr=config.lr, weight_decay=config.weight_decay

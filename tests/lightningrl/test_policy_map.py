@@ -271,7 +271,7 @@ def test_export_merges_each_agents_adapter(tmp_path, smollm2_tokenizer, trainer_
     from transformers import AutoModelForCausalLM
 
     from boltzoo.agents.models import load_model
-    from boltzoo.lightningrl.report import export_run
+    from boltzoo.lightningrl.policies import export_run
 
     base = tmp_path / "base"
     tiny_model(len(smollm2_tokenizer)).save_pretrained(base)

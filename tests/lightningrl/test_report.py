@@ -8,11 +8,11 @@ import pytest
 import torch
 
 from boltzoo.cli import main
-from boltzoo.errors import DatasetError
+from boltzoo.errors import DatasetError, RunFolderError
+from boltzoo.lightningrl.policies import export_run
 from boltzoo.lightningrl.report import (
     compare_evaluations,
     compare_runs,
-    export_run,
     paired_outcomes,
     plot_run,
     read_metrics,
@@ -256,6 +256,33 @@ def test_export_through_the_cli(trained_run, tmp_path, capsys):
     assert main(["export", str(run), str(out)]) == 0
     assert capsys.readouterr().out.strip() == str(out)
     assert_exported(out, base, trainer)
+
+
+@pytest.mark.slow
+def test_export_refuses_lora_weights_that_do_not_fit_the_config(
+    tmp_path, smollm2_tokenizer, trainer_config, capsys
+):
+    # A checkpoint whose adapters are not the ones its config.json describes must not export the
+    # base model (unchanged, as if trained): a clear error, and nothing written.
+    from boltzoo.agents.models import tiny_model
+    from boltzoo.lightningrl.checkpoint import latest_checkpoint
+    from boltzoo.lightningrl.trainer import Trainer
+
+    base = tmp_path / "base"
+    tiny_model(len(smollm2_tokenizer), seed=0).save_pretrained(base)
+    smollm2_tokenizer.save_pretrained(base)
+    config = trainer_config(tmp_path, model=str(base), lora_r=4, lora_alpha=8.0, save_every=1)
+    Trainer(
+        config, model=tiny_model(len(smollm2_tokenizer), seed=0), tokenizer=smollm2_tokenizer
+    ).train()
+    saved = latest_checkpoint(tmp_path / "run" / "checkpoints") / "config.json"
+    settings = json.loads(saved.read_text())
+    saved.write_text(json.dumps(settings | {"lora_target_modules": ["q_proj"]}))
+    with pytest.raises(RunFolderError, match="do not fit the model and adapters"):
+        export_run(tmp_path / "run", tmp_path / "out")
+    assert main(["export", str(tmp_path / "run"), str(tmp_path / "out")]) == 2
+    assert "do not fit" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
 
 
 def test_export_without_a_checkpoint_is_a_clear_error(tmp_path, capsys):
