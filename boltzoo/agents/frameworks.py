@@ -101,12 +101,14 @@ class _FrameworkPolicy:
         episode = getattr(getattr(turn.env, "episode", None), "episode_id", "episode")
         session = f"{episode}-{turn.agent}-{uuid.uuid4().hex[:8]}"
         specs = list(getattr(turn.env, "tools", ()))
+        for gateway in self._gateways():  # (the policy behind it sees the turn's env)
+            gateway.open_session(session, env=turn.env)
         try:
             text = await self._run(session, specs, turn, task_text(turn.observation))
         finally:
             # in the order they were answered (one gateway's record is in that order already)
             calls = sorted(
-                (call for gateway in self._gateways() for call in gateway.pop_calls(session)),
+                (call for gateway in self._gateways() for call in gateway.close_session(session)),
                 key=lambda call: call.created,
             )
         return Completion(

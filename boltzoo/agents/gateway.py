@@ -353,6 +353,7 @@ class _Pending:
     # the id the client is given for the call (its protocol's form), and the record's
     call_id: str = field(default_factory=lambda: f"chatcmpl-{uuid.uuid4().hex}")
     stream: Any = None  # (token id, logprob) -> None, called from the batcher's thread
+    env: Any = None  # its session's env (Gateway.open_session), given to the policy's turn
     future: Future = field(default_factory=Future)
 
     def turn(self) -> Turn:
@@ -360,7 +361,9 @@ class _Pending:
         observation: dict[str, Any] = {"messages": self.chat}
         if self.prompt_token_ids is not None:
             observation["prompt_token_ids"] = self.prompt_token_ids
-        return Turn(agent=self.agent or "agent", observation=observation, stream=self.stream)
+        return Turn(
+            agent=self.agent or "agent", observation=observation, env=self.env, stream=self.stream
+        )
 
 
 class _Batcher(threading.Thread):
@@ -661,6 +664,7 @@ class _Session:
     token: str | None
     on_request: Any = None  # called with no argument on every request (a sign of life)
     pending: int = 0  # its requests not answered yet
+    env: Any = None  # the env of the turn whose calls these are (its policy's Turn.env)
 
 
 class Gateway:
@@ -826,12 +830,17 @@ class Gateway:
 
     # --- sessions and weight syncs ---------------------------------------------------------
 
-    def open_session(self, session: str, token: str | None = None, on_request: Any = None) -> None:
+    def open_session(
+        self, session: str, token: str | None = None, on_request: Any = None, env: Any = None
+    ) -> None:
         """Serve ``session`` (with ``require_session``, only opened sessions are served):
         requests to it must carry ``token`` as their API key when one is given (the gateway's
-        own ``api_key`` is then not needed); ``on_request()`` is called on each of them."""
+        own ``api_key`` is then not needed); ``on_request()`` is called on each of them. With
+        ``env``, the policy's turns for its calls carry it (``Turn.env``): a scripted policy
+        behind a framework agent then knows the task of each call, however many episodes play
+        at once."""
         with self._lock:
-            self._sessions[session] = _Session(token, on_request)
+            self._sessions[session] = _Session(token, on_request, env=env)
 
     def close_session(self, session: str) -> list[RecordedCall]:
         """Stop serving ``session`` (later requests get 409, as any unopened session's with
@@ -957,6 +966,7 @@ class Gateway:
             opened = self._sessions.get(pending.session)
             if opened is not None:
                 opened.pending += 1
+                pending.env = opened.env
         pending.future.add_done_callback(lambda _: self._done(pending))
         return pending
 

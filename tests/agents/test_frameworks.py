@@ -68,6 +68,37 @@ def test_autogen_assistant_solves_math_with_the_env_calculator(smollm2_tokenizer
         assert gateway.calls() == []  # every session's calls were taken into the Completions
 
 
+@pytest.mark.slow
+def test_a_policy_behind_the_gateway_sees_each_calls_env_when_episodes_play_at_once(
+    smollm2_tokenizer,
+):
+    # A model behind the gateway reads the task of each call from its Turn.env (the env of the
+    # framework agent's turn, carried by the gateway session): six episodes, three at a time,
+    # their calls interleaved, each answered from its own task. (What an oracle played through
+    # a framework needs, for demonstrations in the framework's own tokens.)
+    def model(turn):
+        task = turn.env.current_task  # (None here before the gateway carried the env)
+        if turn.observation["messages"][-1]["role"] != "tool":
+            return tool_call("calculator", expression=task.expression)
+        return f"So the answer is \\boxed{{{task.answer}}}."
+
+    with Gateway(ScriptedPolicy(model, smollm2_tokenizer, name="smol")) as gateway:
+        policy = AutoGenPolicy(autogen_assistant("math-v0", "solver"), gateway)
+        episodes = boltzoo.rollout(
+            "math-v0",
+            {"solver": policy},
+            tasks=list(range(6)),
+            num_envs=3,
+            progress=False,
+            split="test",
+            max_turns=1,
+        )
+        assert gateway.calls() == []  # every session's calls went into its Completion
+    assert [e.failed for e in episodes] == [False] * 6
+    assert all(e.success for e in episodes), [e.steps[-1].action.text for e in episodes]
+    assert all(len(e.steps[0].action.inner_calls) == 2 for e in episodes)
+
+
 @pytest.mark.parametrize("framework", ["openai-agents", "langgraph"])
 @pytest.mark.slow
 def test_a_framework_answerer_searches_the_env_index(smollm2_tokenizer, framework):
