@@ -143,6 +143,11 @@ def play(args: argparse.Namespace) -> tuple[list[Episode], dict[str, Any]]:
     ]
     if len(program_given) > 1:
         raise SystemExit(f"boltzoo: {' and '.join(program_given)}: give one agent program")
+    if args.oracle and args.policy not in FRAMEWORK_POLICIES:
+        raise ConfigError(
+            "--oracle plays the env's oracle through a framework --policy "
+            f"({', '.join(FRAMEWORK_POLICIES)}); without one, use --policy oracle"
+        )
     if program_given:
         # An agent program plays every agent; its model calls go to --model through a gateway.
         from boltzoo.agents.programs import agent_program
@@ -162,14 +167,25 @@ def play(args: argparse.Namespace) -> tuple[list[Episode], dict[str, Any]]:
             print(f"agent services claim turns at {program.claim_url}", file=sys.stderr)
         policies, label = {agent: program for agent in agents}, f"{program.kind}:{model}"
     elif args.policy in FRAMEWORK_POLICIES:
-        # A framework agent per workflow agent, all talking to the model through one gateway.
+        # A framework agent per workflow agent, all talking to the model through one gateway
+        # (or, with --oracle, to the env's oracle: demonstrations in the framework's tokens).
         from boltzoo.agents import examples, frameworks
         from boltzoo.agents.gateway import Gateway
 
-        gateway = Gateway(_load_model_policy(args, args.model or "smollm2-135m")).start()
+        model = args.model or "smollm2-135m"
+        if args.oracle:
+            from transformers import AutoTokenizer
+
+            from boltzoo.agents.models import resolve_model
+            from boltzoo.agents.scripted import framework_oracle
+
+            behind = framework_oracle(AutoTokenizer.from_pretrained(resolve_model(model)))
+            label = f"{args.policy}:oracle"
+        else:
+            behind, label = _load_model_policy(args, model), f"{args.policy}:{model}"
+        gateway = Gateway(behind).start()
         adapter, example = frameworks.ADAPTERS[args.policy], examples.EXAMPLES[args.policy]
         policies = {agent: adapter(example(env_id, agent), gateway) for agent in agents}
-        label = f"{args.policy}:{args.model or 'smollm2-135m'}"
     elif args.model:
         policy = _load_model_policy(args, args.model)
         policies, label = {agent: policy for agent in agents}, args.model
@@ -624,6 +640,13 @@ def _play_arguments(parser: argparse.ArgumentParser, split: str) -> None:
         choices=[*sorted(SCRIPTED_POLICIES), *FRAMEWORK_POLICIES],
         default="oracle",
         help="a scripted policy, or a bundled framework agent over --model (via the gateway)",
+    )
+    parser.add_argument(
+        "--oracle",
+        action="store_true",
+        help="with a framework --policy: the model behind its gateway is the env's oracle, "
+        "answering each call from its task, so the episodes are demonstrations in the "
+        "framework's own tokens (--model's tokenizer) for boltzoo sft --framework",
     )
     parser.add_argument(
         "--model",

@@ -304,3 +304,10 @@ def test_eval_by_a_field_the_tasks_lack_fails_before_playing(capsys, monkeypatch
     monkeypatch.setattr(cli, "rollout", lambda *a, **k: pytest.fail("played before checking"))
     with pytest.raises(SystemExit, match="no field 'colour'; theirs: .*template"):
         main(["eval", "math-v0", "--policy", "oracle", "--by", "colour", "--quiet"])
+
+
+def test_oracle_goes_with_a_framework_policy(capsys):
+    # the env's own oracle is --policy oracle; --oracle only replaces a framework agent's model
+    assert main(["eval", "math-v0", "--oracle", "--episodes", "1", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--oracle plays the env's oracle through a framework" in err and "\n" not in err

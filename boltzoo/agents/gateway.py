@@ -204,6 +204,12 @@ def _arguments(arguments: Any) -> Any:
     return arguments
 
 
+def tool_call_text(name: str, arguments: dict[str, Any]) -> str:
+    """Return a tool call in the syntax :func:`parse_tool_calls` reads (what the gateway tells
+    the model to write)."""
+    return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments})}</tool_call>"
+
+
 def parse_tool_calls(text: str) -> tuple[str, list[dict[str, Any]]]:
     """Return ``(content, tool_calls)``: the model's text without its tool-call blocks, and the
     blocks as OpenAI ``tool_calls`` (blocks that are not valid JSON stay in the content)."""

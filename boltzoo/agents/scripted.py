@@ -112,3 +112,29 @@ class ScriptedPolicy:
 
     def __repr__(self) -> str:
         return f"ScriptedPolicy({self.name!r})"
+
+
+def framework_oracle(tokenizer: Any, name: str = "oracle") -> ScriptedPolicy:
+    """Return the env's oracle as the model behind a framework agent's gateway: each call is
+    answered by its env (``Turn.env``, which the gateway session carries) with
+    ``oracle_call(agent, messages)`` where the env has one (a tool request, written in the
+    gateway's ``<tool_call>`` syntax, or the final text), else ``oracle_action(agent)``.
+
+    Its episodes are demonstrations in the framework's own tokens (the prompts the framework
+    sent, through ``tokenizer``'s chat template), for a warm start of that framework agent.
+    """
+    from boltzoo.agents.gateway import tool_call_text
+
+    def answer(turn: Turn) -> str:
+        env = turn.env
+        if env is None:
+            raise ValueError("framework_oracle needs the turn's env: play it through a framework")
+        call = getattr(env, "oracle_call", None)
+        if call is None:
+            return env.oracle_action(turn.agent)
+        action = call(turn.agent, turn.observation["messages"])
+        if isinstance(action, dict):  # {"tool": name, "arguments": {...}}
+            return tool_call_text(action["tool"], action["arguments"])
+        return action
+
+    return ScriptedPolicy(answer, tokenizer, name=name)

@@ -329,6 +329,17 @@ class raw_env(LLMTurnEnv):
             return f"<calc>{task.expression}</calc>"
         return f"The answer is \\boxed{{{task.answer}}}."
 
+    def oracle_call(self, agent: str, messages: list[dict[str, Any]]) -> str | dict[str, Any]:
+        """Return the oracle's answer to one model call of a framework agent playing ``agent``
+        (``messages``: the chat the framework sent): the calculator as a tool request, then the
+        answer once its result is in the chat (the verifier: :meth:`oracle_action`'s)."""
+        task: MathTask = self.current_task
+        if agent == VERIFIER:
+            return self.oracle_action(agent)
+        if task.expression and not any(m.get("role") == "tool" for m in messages):
+            return {"tool": "calculator", "arguments": {"expression": task.expression}}
+        return f"The answer is \\boxed{{{task.answer}}}."
+
     def naive_action(self, agent: str) -> str:
         """Return a baseline action from the observation alone: the question's last number."""
         if agent == VERIFIER:

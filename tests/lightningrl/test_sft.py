@@ -446,3 +446,44 @@ def test_resuming_a_finished_warm_start_trains_and_evaluates_nothing_again(
     assert again.resume()
     assert again.train() == []
     assert (tmp_path / "sft" / "metrics.jsonl").read_text() == metrics
+
+
+@pytest.mark.slow
+def test_oracle_demonstrations_played_through_autogen_are_the_frameworks_tokens(
+    tmp_path, smollm2_tokenizer
+):
+    # `boltzoo rollout ENV --policy autogen --oracle`: the env's oracle answers each of the
+    # AutoGen agent's model calls (a calculator tool call, then the answer), so the recorded
+    # calls hold the prompts AutoGen sent, with its own system message and tool results, and
+    # the warm start learns exactly those tokens (not the env's own text protocol).
+    pytest.importorskip("autogen_agentchat")
+    from boltzoo.agents.examples import INSTRUCTIONS
+    from boltzoo.cli import main
+
+    demos = tmp_path / "demos.jsonl"
+    env_kwargs = {"level": "easy", "max_turns": 1}
+    flags = [f"-e{k}={v}" for k, v in env_kwargs.items()]
+    command = ["rollout", "math-v0", "--policy", "autogen", "--oracle", "--episodes", "4"]
+    assert main([*command, *flags, "--split", "train", "--out", str(demos), "--quiet"]) == 0
+    episodes = load_episodes(demos)
+    assert [e.success for e in episodes] == [True] * 4
+    calls = [call for e in episodes for call in e.steps[0].action.inner_calls]
+    assert len(calls) == 8  # each: the calculator as a tool call, then the answer
+    assert all("<tool_call>" in c.text and "calculator" in c.text for c in calls[::2])
+    assert all("\\boxed{" in c.text for c in calls[1::2])
+    first = smollm2_tokenizer.decode(calls[0].prompt_token_ids)
+    env_prompt = boltzoo.make("math-v0", **env_kwargs).unwrapped.prompts["solver"]
+    assert INSTRUCTIONS[("boltzoo/math-v0", "solver")] in first and env_prompt not in first
+    # the second prompt holds the calculator's result, as the env computed it for AutoGen
+    second = smollm2_tokenizer.decode(calls[1].prompt_token_ids)
+    answer = calls[1].text.split("\\boxed{")[1].split("}")[0]
+    assert f"tool\n{answer}<|im_end|>" in second
+
+    trainer = SFTTrainer(
+        sft_config(tmp_path, demos, framework="autogen", env_kwargs=env_kwargs),
+        model=tiny_model(len(smollm2_tokenizer)),
+        tokenizer=smollm2_tokenizer,
+    )
+    with trainer:
+        learned = sorted((t.prompt_token_ids, t.response_token_ids) for t in trainer.transitions)
+    assert learned == sorted((c.prompt_token_ids, c.response_token_ids) for c in calls)
