@@ -314,6 +314,21 @@ class raw_env(LLMTurnEnv):
         # first, each passage found names the next. The title is that entity's name.
         return passages[missing[0]].title
 
+    def oracle_call(self, agent: str, messages: list[dict[str, Any]]) -> str | dict[str, Any]:
+        """Return the oracle's answer to one model call of a framework agent playing ``agent``
+        (``messages``: the chat the framework sent): with the search tool, the title of the
+        next supporting passage not retrieved yet as a search request, then the answer (after
+        as many searches as the task has supporting passages, whatever they found)."""
+        task: RAGTask = self.current_task
+        if agent != ANSWERER:
+            return self.oracle_action(agent)
+        searched = sum(m.get("role") == "tool" for m in messages)
+        passages = {p.passage_id: p for p in self.data.corpora[task.corpus_id]}
+        missing = [pid for pid in task.supporting_ids if pid not in self._retrieved]
+        if missing and searched < len(task.supporting_ids):
+            return {"tool": "search", "arguments": {"query": passages[missing[0]].title}}
+        return f"Answer: {task.answer}"
+
     def naive_action(self, agent: str) -> str:
         """Return a baseline action: search with the question; answer the top passage's title."""
         if agent == SEARCHER:

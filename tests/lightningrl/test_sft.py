@@ -448,39 +448,48 @@ def test_resuming_a_finished_warm_start_trains_and_evaluates_nothing_again(
     assert (tmp_path / "sft" / "metrics.jsonl").read_text() == metrics
 
 
+FRAMEWORK_ORACLES = {  # framework -> (env, its agent, env kwargs, the tool its calls use)
+    "autogen": ("math-v0", "solver", {"level": "easy", "max_turns": 1}, "calculator"),
+    "openai-agents": (
+        "rag-v0", "answerer", {"agents": ["answerer"], "retriever": "bm25"}, "search"
+    ),
+}
+
+
+@pytest.mark.parametrize("framework", sorted(FRAMEWORK_ORACLES))
 @pytest.mark.slow
-def test_oracle_demonstrations_played_through_autogen_are_the_frameworks_tokens(
-    tmp_path, smollm2_tokenizer
+def test_oracle_demonstrations_played_through_a_framework_are_its_tokens(
+    tmp_path, smollm2_tokenizer, framework
 ):
-    # `boltzoo rollout ENV --policy autogen --oracle`: the env's oracle answers each of the
-    # AutoGen agent's model calls (a calculator tool call, then the answer), so the recorded
-    # calls hold the prompts AutoGen sent, with its own system message and tool results, and
+    # `boltzoo rollout ENV --policy FRAMEWORK --oracle`: the env's oracle answers each of the
+    # framework agent's model calls (tool calls, then the answer), so the recorded calls hold
+    # the prompts the framework sent, with its own system message and the tools' results, and
     # the warm start learns exactly those tokens (not the env's own text protocol).
-    pytest.importorskip("autogen_agentchat")
-    from boltzoo.agents.examples import INSTRUCTIONS
+    pytest.importorskip("autogen_agentchat" if framework == "autogen" else "agents")
+    from boltzoo.agents.examples import instructions
     from boltzoo.cli import main
 
+    env_id, agent, env_kwargs, tool = FRAMEWORK_ORACLES[framework]
     demos = tmp_path / "demos.jsonl"
-    env_kwargs = {"level": "easy", "max_turns": 1}
-    flags = [f"-e{k}={v}" for k, v in env_kwargs.items()]
-    command = ["rollout", "math-v0", "--policy", "autogen", "--oracle", "--episodes", "4"]
+    flags = [f"-e{k}={json.dumps(v) if isinstance(v, list) else v}" for k, v in env_kwargs.items()]
+    command = ["rollout", env_id, "--policy", framework, "--oracle", "--episodes", "4"]
     assert main([*command, *flags, "--split", "train", "--out", str(demos), "--quiet"]) == 0
     episodes = load_episodes(demos)
     assert [e.success for e in episodes] == [True] * 4
+    for episode in episodes:
+        *tool_calls, final = episode.steps[0].action.inner_calls
+        assert tool_calls and all(f'"name": "{tool}"' in c.text for c in tool_calls)
+        assert "<tool_call>" not in final.text
+        first = smollm2_tokenizer.decode(tool_calls[0].prompt_token_ids)
+        env_prompt = boltzoo.make(env_id, **env_kwargs).unwrapped.prompts[agent]
+        assert instructions(env_id, agent) in first and env_prompt not in first
+        # the last prompt holds the tool's results, as the env computed them for the framework
+        last = smollm2_tokenizer.decode(final.prompt_token_ids)
+        assert last.count("tool\n") >= len(tool_calls)
     calls = [call for e in episodes for call in e.steps[0].action.inner_calls]
-    assert len(calls) == 8  # each: the calculator as a tool call, then the answer
-    assert all("<tool_call>" in c.text and "calculator" in c.text for c in calls[::2])
-    assert all("\\boxed{" in c.text for c in calls[1::2])
-    first = smollm2_tokenizer.decode(calls[0].prompt_token_ids)
-    env_prompt = boltzoo.make("math-v0", **env_kwargs).unwrapped.prompts["solver"]
-    assert INSTRUCTIONS[("boltzoo/math-v0", "solver")] in first and env_prompt not in first
-    # the second prompt holds the calculator's result, as the env computed it for AutoGen
-    second = smollm2_tokenizer.decode(calls[1].prompt_token_ids)
-    answer = calls[1].text.split("\\boxed{")[1].split("}")[0]
-    assert f"tool\n{answer}<|im_end|>" in second
 
     trainer = SFTTrainer(
-        sft_config(tmp_path, demos, framework="autogen", env_kwargs=env_kwargs),
+        sft_config(tmp_path, demos, env=env_id, framework=framework, env_kwargs=env_kwargs),
         model=tiny_model(len(smollm2_tokenizer)),
         tokenizer=smollm2_tokenizer,
     )
