@@ -323,10 +323,12 @@ class raw_env(LLMTurnEnv):
         if agent != ANSWERER:
             return self.oracle_action(agent)
         searched = sum(m.get("role") == "tool" for m in messages)
-        passages = {p.passage_id: p for p in self.data.corpora[task.corpus_id]}
         missing = [pid for pid in task.supporting_ids if pid not in self._retrieved]
         if missing and searched < len(task.supporting_ids):
-            return {"tool": "search", "arguments": {"query": passages[missing[0]].title}}
+            title = next(
+                p.title for p in self.data.corpora[task.corpus_id] if p.passage_id == missing[0]
+            )
+            return {"tool": "search", "arguments": {"query": title}}
         return f"Answer: {task.answer}"
 
     def naive_action(self, agent: str) -> str:
