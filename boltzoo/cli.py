@@ -117,6 +117,64 @@ def _load_model_policy(args: argparse.Namespace, model: str) -> Any:
     )
 
 
+def _framework_players(
+    args: argparse.Namespace, env_id: str, agents: Sequence[str]
+) -> tuple[dict[str, Any], str, list[Any]]:
+    """Return a bundled framework agent per env agent, the run's label and the started
+    gateways behind them: ``--model`` behind one, and with ``--oracle`` the env's oracle behind
+    another, answering the calls of the agents or graph nodes ``--oracle`` names (all when it
+    names none), so the episodes are demonstrations in the framework's own tokens."""
+    from boltzoo.agents import examples, frameworks
+    from boltzoo.agents.gateway import Gateway
+
+    model = args.model or "smollm2-135m"
+    adapter, example = frameworks.ADAPTERS[args.policy], examples.EXAMPLES[args.policy]
+    builders = {agent: example(env_id, agent) for agent in agents}
+    nodes = {agent: tuple(getattr(build, "nodes", ())) for agent, build in builders.items()}
+    callers = [name for agent in agents for name in nodes[agent] or (agent,)]
+    oracle_for: set[str] = set()
+    if args.oracle == "*":
+        oracle_for = set(callers)
+    elif args.oracle is not None:
+        oracle_for = {name.strip() for name in args.oracle.split(",") if name.strip()}
+        unknown = sorted(oracle_for - set(callers))
+        if unknown or not oracle_for:
+            raise ConfigError(
+                f"--oracle {args.oracle!r}: name agents or graph nodes that call the model, "
+                f"comma-separated, from {', '.join(callers)} (or give --oracle alone: all)"
+            )
+    model_gateway = oracle_gateway = None
+    if set(callers) - oracle_for:
+        model_gateway = Gateway(_load_model_policy(args, model)).start()
+    if oracle_for:
+        from transformers import AutoTokenizer
+
+        from boltzoo.agents.models import resolve_model
+        from boltzoo.agents.scripted import framework_oracle
+
+        tokenizer = AutoTokenizer.from_pretrained(resolve_model(model))
+        oracle_gateway = Gateway(framework_oracle(tokenizer)).start()
+
+    def gateway_of(name: str) -> Any:
+        return oracle_gateway if name in oracle_for else model_gateway
+
+    policies = {}
+    for agent, build in builders.items():
+        if nodes[agent]:  # a graph: each node calls the gateway of whoever answers it
+            main = model_gateway or oracle_gateway
+            node_gateways = {n: gateway_of(n) for n in nodes[agent] if gateway_of(n) is not main}
+            policies[agent] = adapter(build, main, node_gateways=node_gateways)
+        else:
+            policies[agent] = adapter(build, gateway_of(agent))
+    if oracle_for == set(callers):
+        label = f"{args.policy}:oracle"
+    elif oracle_for:
+        label = f"{args.policy}:{model}+oracle({','.join(sorted(oracle_for))})"
+    else:
+        label = f"{args.policy}:{model}"
+    return policies, label, [g for g in (model_gateway, oracle_gateway) if g is not None]
+
+
 def play(args: argparse.Namespace) -> tuple[list[Episode], dict[str, Any]]:
     """Return the episodes of ``args.policy`` / ``args.model`` on the env's split, and their
     summary (what ``boltzoo eval`` prints and ``boltzoo rollout`` records)."""
@@ -131,7 +189,8 @@ def play(args: argparse.Namespace) -> tuple[list[Episode], dict[str, Any]]:
             task_pools(env_tasks, args.by)
         except ValueError as error:
             raise SystemExit(f"boltzoo: --by: {error}") from None
-    gateway = program = None
+    gateways: list[Any] = []
+    program = None
     program_given = [
         flag
         for flag, value in (
@@ -143,7 +202,7 @@ def play(args: argparse.Namespace) -> tuple[list[Episode], dict[str, Any]]:
     ]
     if len(program_given) > 1:
         raise SystemExit(f"boltzoo: {' and '.join(program_given)}: give one agent program")
-    if args.oracle and args.policy not in FRAMEWORK_POLICIES:
+    if args.oracle is not None and args.policy not in FRAMEWORK_POLICIES:
         raise ConfigError(
             "--oracle plays the env's oracle through a framework --policy "
             f"({', '.join(FRAMEWORK_POLICIES)}); without one, use --policy oracle"
@@ -167,25 +226,7 @@ def play(args: argparse.Namespace) -> tuple[list[Episode], dict[str, Any]]:
             print(f"agent services claim turns at {program.claim_url}", file=sys.stderr)
         policies, label = {agent: program for agent in agents}, f"{program.kind}:{model}"
     elif args.policy in FRAMEWORK_POLICIES:
-        # A framework agent per workflow agent, all talking to the model through one gateway
-        # (or, with --oracle, to the env's oracle: demonstrations in the framework's tokens).
-        from boltzoo.agents import examples, frameworks
-        from boltzoo.agents.gateway import Gateway
-
-        model = args.model or "smollm2-135m"
-        if args.oracle:
-            from transformers import AutoTokenizer
-
-            from boltzoo.agents.models import resolve_model
-            from boltzoo.agents.scripted import framework_oracle
-
-            behind = framework_oracle(AutoTokenizer.from_pretrained(resolve_model(model)))
-            label = f"{args.policy}:oracle"
-        else:
-            behind, label = _load_model_policy(args, model), f"{args.policy}:{model}"
-        gateway = Gateway(behind).start()
-        adapter, example = frameworks.ADAPTERS[args.policy], examples.EXAMPLES[args.policy]
-        policies = {agent: adapter(example(env_id, agent), gateway) for agent in agents}
+        policies, label, gateways = _framework_players(args, env_id, agents)
     elif args.model:
         policy = _load_model_policy(args, args.model)
         policies, label = {agent: policy for agent in agents}, args.model
@@ -212,7 +253,7 @@ def play(args: argparse.Namespace) -> tuple[list[Episode], dict[str, Any]]:
             env_kwargs=env_kwargs,
         )
     finally:
-        if gateway is not None:
+        for gateway in gateways:
             gateway.close()
         if program is not None:
             program.close()
@@ -643,10 +684,14 @@ def _play_arguments(parser: argparse.ArgumentParser, split: str) -> None:
     )
     parser.add_argument(
         "--oracle",
-        action="store_true",
-        help="with a framework --policy: the model behind its gateway is the env's oracle, "
-        "answering each call from its task, so the episodes are demonstrations in the "
-        "framework's own tokens (--model's tokenizer) for boltzoo sft --framework",
+        nargs="?",
+        const="*",
+        default=None,
+        metavar="AGENTS",
+        help="with a framework --policy: the env's oracle answers the model calls (from each "
+        "call's task), so the episodes are demonstrations in the framework's own tokens "
+        "(--model's tokenizer) for boltzoo sft --framework; AGENTS (comma-separated agents or "
+        "graph nodes, e.g. --oracle checker) limits it to those, --model answering the rest",
     )
     parser.add_argument(
         "--model",

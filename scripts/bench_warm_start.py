@@ -4,14 +4,25 @@
         --env-kwargs '{"agents": ["writer"], "schema_rows": 0}' --splits test test_unseen \\
         --out benchmarks/results/warm_start_sql.json
 
+    python scripts/bench_warm_start.py math-v0 --framework autogen --demos 16 --minutes 15 \\
+        --env-kwargs '{"level": "easy", "max_turns": 1}' --eval-every 5 \\
+        --keep benchmarks/results/paper/math_autogen \\
+        --out benchmarks/results/paper/math_autogen/held_out.json
+
 The recipe, with the command line only: ``boltzoo rollout --policy oracle`` records ``--demos``
-demonstrations on the train split; ``boltzoo sft`` fine-tunes a LoRA adapter (r=16) on them;
-``boltzoo train --init-from`` continues with LightningRL (both with bf16 autocast in the
-learner, the faster on this CPU) for ``--minutes`` of training. Then
+demonstrations on the train split (with ``--framework``, ``--policy FRAMEWORK --oracle``: the
+env's oracle answers the framework agent's model calls, so the demonstrations are the tokens
+the framework sends, and the warm start and RL run through the same agent); ``boltzoo sft``
+fine-tunes a LoRA adapter (r=16) on them; ``boltzoo train --init-from`` continues with
+LightningRL (both with bf16 autocast in the learner, the faster on this CPU) for ``--minutes``
+of training. Then
 each ``--splits`` split is evaluated three times with the same code and tasks (greedy,
 ``--eval-tasks`` tasks spread over the split, through the bf16 sampling copy): the untrained
 model, the warm start, and the RL run's last checkpoint. Writes the figures to ``--out`` and
-the RL run's curves (``boltzoo plot``) into the run folder.
+the RL run's curves (``boltzoo plot``) into the run folder; ``--keep DIR`` copies the runs'
+records (``metrics.jsonl``, ``config.json``, the plots; not the weights) to ``DIR/sft`` and
+``DIR/rl``. With ``--eval-every K`` the RL run also evaluates held-out every K steps (its
+first evaluation is RL's starting point, its last the result).
 """
 
 from __future__ import annotations
@@ -19,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -54,12 +66,29 @@ def held_out(rl_dir: Path, sft_dir: Path, split: str) -> dict[str, float]:
     return figures
 
 
+def keep_records(run_dir: Path, keep: Path) -> None:
+    """Copy the SFT and RL runs' records (metrics, config, plots; no weights) into ``keep``."""
+    for stage in ("sft", "rl"):
+        (keep / stage).mkdir(parents=True, exist_ok=True)
+        for path in sorted((run_dir / stage).glob("*")):
+            if path.suffix in (".jsonl", ".json", ".png"):
+                shutil.copy(path, keep / stage / path.name)
+    print(f"kept the runs' records in {keep}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("env")
     parser.add_argument("--env-kwargs", default="{}", help="JSON: the env's arguments")
     parser.add_argument("--train-agents", default=None, help="JSON list (default: all)")
     parser.add_argument("--model", default="smollm2-135m")
+    frameworks = ["autogen", "openai-agents", "langgraph", "langgraph-sql-graph"]
+    parser.add_argument(
+        "--framework",
+        default=None,
+        choices=frameworks,
+        help="the agent that plays: demonstrations, warm start and RL through it",
+    )
     parser.add_argument("--demos", type=int, default=32, help="oracle demonstrations")
     parser.add_argument("--sft-epochs", type=int, default=1)
     parser.add_argument("--sft-lr", type=float, default=5e-4)
@@ -67,11 +96,15 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=1e-4, help="RL learning rate")
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--tasks-per-step", type=int, default=8)
+    parser.add_argument("--group-size", type=int, default=4)
+    parser.add_argument("--eval-every", type=int, default=0, help="RL's held-out curve")
     parser.add_argument("--splits", nargs="+", default=["test"])
     parser.add_argument("--eval-tasks", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--run-dir", type=Path, default=None)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--keep", type=Path, default=None, help="copy the runs' records here")
     args = parser.parse_args()
     run_dir = args.run_dir or Path("runs") / f"bench-{args.out.stem}"
     if run_dir.exists() and any(run_dir.iterdir()):
@@ -80,21 +113,27 @@ def main() -> None:
     env_args = [arg for k, v in env_kwargs.items() for arg in ("-e", f"{k}={json.dumps(v)}")]
     agents = ["--train-agents", args.train_agents] if args.train_agents else []
     lora = ["--lora-r", "16", "--lora-alpha", "32", "--seed", str(args.seed)]
+    framework = ["--framework", args.framework] if args.framework else []
+    oracle = [args.framework, "--oracle"] if args.framework else ["oracle"]
     demos, sft_dir, rl_dir = run_dir / "demos.jsonl", run_dir / "sft", run_dir / "rl"
 
-    boltzoo("rollout", args.env, "--policy", "oracle", "--split", "train", "--episodes",
-            str(args.demos), *env_args, "--out", str(demos), "--quiet")  # fmt: skip
+    boltzoo("rollout", args.env, "--policy", *oracle, "--split", "train", "--episodes",
+            str(args.demos), "--seed", str(args.seed), *env_args, "--out", str(demos),
+            "--quiet")  # fmt: skip
     boltzoo("sft", args.env, "--model", args.model, "--demos", str(demos), "--output-dir",
             str(sft_dir), "--env-kwargs", args.env_kwargs, "--epochs", str(args.sft_epochs),
             "--lr", str(args.sft_lr), "--batch-size", "4", "--eval-tasks", "0",
-            "--precision", "bf16", *agents, *lora)  # fmt: skip
+            "--precision", "bf16", "--max-new-tokens", str(args.max_new_tokens), *framework,
+            *agents, *lora)  # fmt: skip
     rows = train(rl_dir, [
         args.env, "--model", args.model, "--init-from", str(sft_dir),
-        "--env-kwargs", args.env_kwargs, *agents, "--max-train-minutes", str(args.minutes),
-        "--steps", "1000", "--tasks-per-step", "8", "--group-size", "4",
+        "--env-kwargs", args.env_kwargs, *framework, *agents,
+        "--max-train-minutes", str(args.minutes), "--steps", "1000",
+        "--tasks-per-step", str(args.tasks_per_step), "--group-size", str(args.group_size),
         "--max-new-tokens", str(args.max_new_tokens), "--temperature", str(args.temperature),
         "--lr", str(args.lr), "--sampler", "copy", "--sampler-precision", "bf16",
-        "--precision", "bf16", "--eval-every", "0", "--eval-tasks", str(args.eval_tasks),
+        "--precision", "bf16", "--eval-every", str(args.eval_every),
+        "--eval-tasks", str(args.eval_tasks),
         "--save-every", "0", *lora,
     ])  # fmt: skip
     boltzoo("plot", str(rl_dir))
@@ -105,12 +144,16 @@ def main() -> None:
         [{"split": split, **values} for split, values in figures.items()],
         env=args.env,
         env_kwargs=env_kwargs,
+        framework=args.framework,
         demos=args.demos,
         rl_steps=len(steps),
         rl_minutes=round(steps[-1]["train_seconds"] / 60, 2) if steps else 0.0,
         train_success=[round(r["success_rate"], 3) for r in steps],
         eval_tasks=args.eval_tasks,
     )
+    if args.keep:
+        boltzoo("plot", str(sft_dir))
+        keep_records(run_dir, args.keep)
     for split, values in figures.items():
         print(
             f"{args.env} {split}: untrained {values['untrained_success']:.1%} -> warm start "

@@ -156,6 +156,50 @@ def test_eval_runs_the_paper_sql_graph_node_by_node(tmp_path, smollm2_tokenizer,
 
 
 @pytest.mark.slow
+def test_oracle_answers_only_the_graph_nodes_it_names(tmp_path, smollm2_tokenizer, capsys):
+    # --oracle checker: the model writes and rewrites, the env's oracle checks, so the
+    # checker's demonstrations are verdicts on the model's own queries.
+    pytest.importorskip("langgraph")
+    from boltzoo.agents.models import tiny_model
+
+    tiny_model(len(smollm2_tokenizer), seed=0).save_pretrained(tmp_path)
+    smollm2_tokenizer.save_pretrained(tmp_path)
+    common = ["sql-v0", "--policy", "langgraph-sql-graph", "--model", str(tmp_path)]
+    common += ["-e", 'agents=["writer"]', "-e", "schema_rows=0", "--max-new-tokens", "8"]
+    out = tmp_path / "demos.jsonl"
+    assert (
+        main(["rollout", *common, "--oracle", "checker", "--episodes", "3", "--out", str(out)]) == 0
+    )
+    capsys.readouterr()
+    calls = [
+        c
+        for line in out.read_text().splitlines()
+        for c in json.loads(line)["steps"][0]["action"]["inner_calls"]
+    ]
+    by_node = {
+        node: [c["text"] for c in calls if c["node"] == node]
+        for node in ("writer", "checker", "rewriter")
+    }
+    # the tiny model's 8 tokens are no right query: the oracle rejects each, the model rewrites
+    assert len(by_node["writer"]) == 3 and len(by_node["rewriter"]) >= 3
+    assert by_node["checker"] and all(
+        t.startswith("VERDICT: INCORRECT - ") for t in by_node["checker"]
+    )
+    # (the oracle's answers are verdicts or ```sql blocks; the model's are its own tokens)
+    model_texts = by_node["writer"] + by_node["rewriter"]
+    assert not any(t.startswith(("VERDICT", "```sql")) for t in model_texts)
+    assert (
+        main(["eval", *common, "--oracle", "checker", "--episodes", "1", "--json", "--quiet"]) == 0
+    )
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["policy"] == f"langgraph-sql-graph:{tmp_path}+oracle(checker)"
+
+    assert main(["eval", *common, "--oracle", "judge", "--episodes", "1", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--oracle 'judge'" in err and "writer, checker, rewriter" in err and "\n" not in err
+
+
+@pytest.mark.slow
 def test_train_runs_checkpoints_and_a_larger_steps_extends_the_resumed_run(
     tmp_path, smollm2_tokenizer, capsys
 ):

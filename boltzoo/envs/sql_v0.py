@@ -320,11 +320,15 @@ class raw_env(LLMTurnEnv):
         return result.to_text(), int(result.ok)
 
     def _final_score(self) -> bool:
+        return self._answers(self._result)
+
+    def _answers(self, result: QueryResult | None) -> bool:
+        """Return whether ``result`` (a query's, or none) is the gold query's result."""
         task: SQLTask = self.current_task
-        if self._result is None or not self._result.ok:
+        if result is None or not result.ok:
             return False
         gold = self.gold_result(task)
-        return results_match(self._result.rows, gold.rows, ordered=gold_is_ordered(task.gold_sql))
+        return results_match(result.rows, gold.rows, ordered=gold_is_ordered(task.gold_sql))
 
     def _end(self) -> None:
         success = self._final_score()
@@ -349,10 +353,24 @@ class raw_env(LLMTurnEnv):
         """Return the action of an agent that knows the gold query (reads the task, not obs)."""
         task: SQLTask = self.current_task
         if agent == CHECKER:
-            if self._final_score():
-                return "VERDICT: CORRECT"
-            return "VERDICT: INCORRECT - the result does not answer the question."
+            return _verdict(self._result, self._final_score())
         return f"```sql\n{task.gold_sql}\n```"
+
+    def oracle_call(self, agent: str, messages: list[dict[str, Any]]) -> str:
+        """Return the oracle's answer to one model call of a framework agent playing ``agent``
+        (a node of the SQL graph, or an env agent; ``messages``: the chat the framework sent).
+
+        The writer and the rewriter answer the gold query; the checker runs the query under
+        review (the last ```` ```sql ```` block before the chat's last ``Result:``, the query
+        block both the env and the graph write) and judges its result against the gold one,
+        so its verdicts on the graph's own queries are right whoever wrote them."""
+        if agent != CHECKER:
+            return self.oracle_action(agent)
+        chat = next((m for m in reversed(messages) if m.get("role") == "user"), {})
+        text = str(chat.get("content") or "")
+        under_review = extract_sql(text.rsplit("\n\nResult:", 1)[0])
+        result = self._sandbox().execute(under_review)
+        return _verdict(result, self._answers(result))
 
     def naive_action(self, agent: str) -> str:
         """Return a baseline action: every row of the first table; the checker accepts all."""
@@ -360,6 +378,15 @@ class raw_env(LLMTurnEnv):
             return "VERDICT: CORRECT"
         table = self._sandbox().table_names()[0]
         return f'```sql\nSELECT * FROM "{table}"\n```'
+
+
+def _verdict(result: QueryResult | None, right: bool) -> str:
+    """Return the checker's verdict on a query's ``result``, with the oracle's reason."""
+    if right:
+        return "VERDICT: CORRECT"
+    if result is not None and not result.ok:
+        return "VERDICT: INCORRECT - the query fails."
+    return "VERDICT: INCORRECT - the result does not answer the question."
 
 
 def load_sql_tasks(

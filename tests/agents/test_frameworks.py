@@ -212,6 +212,50 @@ def test_the_paper_sql_graph_records_each_call_under_its_node(smollm2_tokenizer)
         assert gateway.calls() == []
 
 
+def test_an_oracle_checker_judges_the_graphs_own_queries_both_ways(smollm2_tokenizer):
+    # Checker demonstrations for a warm start: a model writes (here one right on even tasks,
+    # wrong on odd ones), the env's oracle answers the checker and rewriter nodes through a
+    # gateway of its own. The checker's verdicts must be right about the queries the graph
+    # actually wrote, so the demonstrations hold both verdicts, and every rejection is fixed.
+    pytest.importorskip("langgraph")
+    from boltzoo.agents.examples import langgraph_sql_graph
+    from boltzoo.agents.frameworks import LangGraphPolicy
+    from boltzoo.agents.scripted import framework_oracle
+
+    def writer(turn):
+        task = turn.env.current_task
+        right = turn.env.tasks.index(task) % 2 == 0
+        return f"```sql\n{task.gold_sql if right else 'SELECT 1 WHERE 0'}\n```"
+
+    env = boltzoo.make("sql-v0", split="test", agents=("writer",), schema_rows=0)
+    model = Gateway(ScriptedPolicy(writer, smollm2_tokenizer, name="writer-model"))
+    oracle = Gateway(framework_oracle(smollm2_tokenizer))
+    with model, oracle:
+        graph = langgraph_sql_graph("sql-v0", "writer", max_rounds=1)
+        gateways = {"checker": oracle, "rewriter": oracle}
+        policy = LangGraphPolicy(graph, model, node_gateways=gateways)
+        verdicts = []
+        for index in range(4):
+            completion = play_one_turn(env, policy, "writer", index)
+            assert env.unwrapped.episode.success, completion.text
+            calls = completion.inner_calls
+            right = index % 2 == 0
+            assert [c.node for c in calls] == (
+                ["writer", "checker"] if right else ["writer", "checker", "rewriter", "checker"]
+            )
+            assert calls[1].text == (
+                "VERDICT: CORRECT"
+                if right
+                else "VERDICT: INCORRECT - the result does not answer the question."
+            )
+            assert calls[-1].text == "VERDICT: CORRECT"  # the rewriter's gold query, accepted
+            assert_inner_calls_decode(completion, smollm2_tokenizer)
+            verdicts += [c.text.split(" - ")[0] for c in calls if c.node == "checker"]
+        assert sorted(set(verdicts)) == ["VERDICT: CORRECT", "VERDICT: INCORRECT"]
+        # each gateway answered the calls of the nodes it serves, and no other
+        assert {c.node for c in completion.inner_calls if c.model == "writer-model"} == {"writer"}
+
+
 def test_the_sql_graph_gives_up_after_max_rounds_of_rejections(smollm2_tokenizer):
     pytest.importorskip("langgraph")
     from boltzoo.agents.examples import langgraph_sql_graph

@@ -246,3 +246,36 @@ def test_process_wide_caches_are_bounded_and_keep_the_recently_used():
     for thread in threads:
         thread.join()
     assert len(values) == 800
+
+
+def test_oracle_call_judges_the_query_under_review_by_running_it():
+    # A framework agent's calls (the SQL graph's nodes) are answered from the chat it sent:
+    # the writer and rewriter write the gold query; the checker runs the query under review
+    # (the last ```sql block before "Result:", not a query in the question or the schema) and
+    # accepts exactly the queries whose rows are the gold query's.
+    env = boltzoo.make("sql-v0", split="test", agents=("writer",), schema_rows=0).unwrapped
+    env.reset(options={"task_index": 3})
+    gold = env.current_task.gold_sql
+    answer = f"```sql\n{gold}\n```"
+    assert env.oracle_call("writer", []) == env.oracle_call("rewriter", []) == answer
+
+    def review(sql: str, result: str = "(rows)") -> list[dict[str, str]]:
+        task = env.observe("writer")["messages"][-1]["content"]
+        block = f"Query:\n```sql\n{sql}\n```\n\nResult:\n{result}"
+        return [
+            {"role": "system", "content": "Check the query."},
+            {"role": "user", "content": f"{task}\n\n{block}"},
+        ]
+
+    assert env.oracle_call("checker", review(gold)) == "VERDICT: CORRECT"
+    # the same rows in another order, where the gold query does not order them: still right
+    assert "ORDER BY" not in gold
+    reordered = review(f"SELECT * FROM ({gold}) ORDER BY 1 DESC")
+    assert env.oracle_call("checker", reordered) == "VERDICT: CORRECT"
+    wrong = env.oracle_call("checker", review(f"SELECT * FROM ({gold}) LIMIT 0"))
+    assert wrong == "VERDICT: INCORRECT - the result does not answer the question."
+    # a result text that looks like a query does not stand for the query under review
+    fooled = review("SELECT 1 WHERE 0", result=f"```sql\n{gold}\n```")
+    assert env.oracle_call("checker", fooled).startswith("VERDICT: INCORRECT")
+    failing = env.oracle_call("checker", review("SELECT nope FROM nowhere"))
+    assert failing == "VERDICT: INCORRECT - the query fails."
