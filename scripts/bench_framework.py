@@ -4,7 +4,9 @@
     python scripts/bench_framework.py --framework langgraph-sql-graph --init-from runs/sql/sft \
         --minutes 10 --eval-tasks 100 --out benchmarks/results/framework_sql_graph.json
 
-One ``boltzoo train`` run with ``--framework``.
+One ``boltzoo train`` run with ``--framework``: each framework's default run below, or any env
+with ``--env``/``--env-kwargs``/``--train-agents``, from a warm start with ``--init-from``
+(``scripts/bench_warm_start.py --framework`` makes one and runs the whole recipe).
 
 ``autogen`` / ``openai-agents`` (math-v0): the solver is the bundled AutoGen ``AssistantAgent``
 (``boltzoo.agents.examples.autogen_assistant``, with the env's calculator as its tool) or Agents
@@ -35,23 +37,35 @@ from pathlib import Path
 
 from benchlib import LORA_RUN_ARGS, plot_panels, train, write_record
 
+# framework -> its default run: env, env kwargs, who learns, new tokens a call
+MATH_EASY = {"level": "easy", "max_turns": 1, "format_reward": 1.0, "few_shot": False}
+DEFAULT_RUNS = {
+    "autogen": ("math-v0", MATH_EASY, '["solver"]', 64),
+    "openai-agents": ("math-v0", MATH_EASY, '["solver"]', 64),
+    "langgraph": ("math-v0", MATH_EASY, '["solver"]', 64),
+    "langgraph-sql-graph": (
+        "sql-v0",
+        {"agents": ["writer"], "schema_rows": 0},
+        "writer|rewriter",
+        96,
+    ),
+}
+
 
 def train_args(args: argparse.Namespace) -> list[str]:
-    """Return the ``boltzoo train`` arguments of the run."""
-    if args.framework == "langgraph-sql-graph":
-        init = ["--init-from", str(args.init_from)] if args.init_from else []
-        return [
-            "sql-v0", "--model", args.model, "--framework", args.framework, *init,
-            "--env-kwargs", json.dumps({"agents": ["writer"], "schema_rows": 0}),
-            "--train-agents", "writer|rewriter", "--max-train-minutes", str(args.minutes),
-            "--max-new-tokens", "96", "--eval-every", "1000",
-            "--eval-tasks", str(args.eval_tasks), *LORA_RUN_ARGS, "--lr", str(args.lr),
-        ]  # fmt: skip
-    env_kwargs = {"level": "easy", "max_turns": 1, "format_reward": 1.0, "few_shot": False}
+    """Return the ``boltzoo train`` arguments of the run: the framework's default run, or
+    ``--env`` (all its agents learning unless ``--train-agents`` says), ``--env-kwargs`` and
+    ``--init-from`` where given."""
+    env, env_kwargs, agents, tokens = DEFAULT_RUNS[args.framework]
+    if args.env is not None:
+        env, env_kwargs, agents = args.env, {}, None
+    env_kwargs = json.loads(args.env_kwargs) if args.env_kwargs else env_kwargs
+    agents = args.train_agents or agents
     return [
-        "math-v0", "--model", args.model, "--framework", args.framework,
-        "--env-kwargs", json.dumps(env_kwargs), "--train-agents", '["solver"]',
-        "--max-train-minutes", str(args.minutes), "--max-new-tokens", "64",
+        env, "--model", args.model, "--framework", args.framework,
+        *(["--init-from", str(args.init_from)] if args.init_from else []),
+        "--env-kwargs", json.dumps(env_kwargs), *(["--train-agents", agents] if agents else []),
+        "--max-train-minutes", str(args.minutes), "--max-new-tokens", str(tokens),
         "--eval-every", "1000", "--eval-tasks", str(args.eval_tasks), *LORA_RUN_ARGS,
         "--lr", str(args.lr),
     ]  # fmt: skip
@@ -60,9 +74,11 @@ def train_args(args: argparse.Namespace) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="smollm2-135m")
-    frameworks = ["autogen", "openai-agents", "langgraph-sql-graph"]
-    parser.add_argument("--framework", default="autogen", choices=frameworks)
+    parser.add_argument("--framework", default="autogen", choices=sorted(DEFAULT_RUNS))
     parser.add_argument("--init-from", type=Path, default=None, help="a warm start's run folder")
+    parser.add_argument("--env", default=None, help="another env than the framework's default")
+    parser.add_argument("--env-kwargs", default=None, help="JSON: the env's arguments")
+    parser.add_argument("--train-agents", default=None, help="JSON list or regex (default: all)")
     parser.add_argument("--lr", type=float, default=5e-4)
     parser.add_argument("--minutes", type=float, default=8.0, help="training minutes")
     parser.add_argument("--eval-tasks", type=int, default=64)
@@ -91,7 +107,9 @@ def main() -> None:
         "command": "boltzoo train " + " ".join(command),
         **curve,
     }
-    if args.framework != "langgraph-sql-graph":
+    if command[0] == "math-v0" and json.loads(command[command.index("--env-kwargs") + 1]).get(
+        "format_reward"
+    ):
         # the solver's return is its task reward (the score) plus 1 for a marked answer
         row["held_out_marked_before"] = first["eval_return"] - first["eval_score"]
         row["held_out_marked_after"] = last["eval_return"] - last["eval_score"]

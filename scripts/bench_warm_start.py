@@ -99,6 +99,12 @@ def main() -> None:
     parser.add_argument("--tasks-per-step", type=int, default=8)
     parser.add_argument("--group-size", type=int, default=4)
     parser.add_argument("--eval-every", type=int, default=0, help="RL's held-out curve")
+    parser.add_argument(
+        "--replay-calls",
+        type=int,
+        default=0,
+        help="RL replays this many demonstrated calls a step (coefficient 1; 0: none)",
+    )
     parser.add_argument("--splits", nargs="+", default=["test"])
     parser.add_argument("--eval-tasks", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
@@ -116,6 +122,10 @@ def main() -> None:
     framework = ["--framework", args.framework] if args.framework else []
     oracle = [args.framework, "--oracle"] if args.framework else ["oracle"]
     demos, sft_dir, rl_dir = run_dir / "demos.jsonl", run_dir / "sft", run_dir / "rl"
+    replay = []
+    if args.replay_calls:
+        replay = ["--replay-demos", str(demos), "--replay-calls", str(args.replay_calls)]
+        replay += ["--replay-coef", "1.0"]
 
     boltzoo("rollout", args.env, "--policy", *oracle, "--split", "train", "--episodes",
             str(args.demos), "--seed", str(args.seed), *env_args, "--out", str(demos),
@@ -134,7 +144,7 @@ def main() -> None:
         "--lr", str(args.lr), "--sampler", "copy", "--sampler-precision", "bf16",
         "--precision", "bf16", "--eval-every", str(args.eval_every),
         "--eval-tasks", str(args.eval_tasks),
-        "--save-every", "0", *lora,
+        "--save-every", "0", *lora, *replay,
     ])  # fmt: skip
     boltzoo("plot", str(rl_dir))
     figures = {split: held_out(rl_dir, sft_dir, split) for split in args.splits}
