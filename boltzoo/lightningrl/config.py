@@ -94,8 +94,8 @@ FIELD_GROUPS: dict[str, tuple[str, ...]] = {
         "max_prompt_tokens",
     ),
     "who plays (frameworks, agent programs, several policies)": (
-        "policy_map", "framework", "agent_command", "agent_service", "agent_roles",
-        "agent_concurrency", "agent_timeout_s",
+        "policy_map", "frozen_policy", "framework", "agent_command", "agent_service",
+        "agent_roles", "agent_concurrency", "agent_timeout_s",
     ),
     "weights (LoRA)": ("lora_r", "lora_alpha", "lora_dropout", "lora_target_modules"),
     "algorithm": (
@@ -303,6 +303,13 @@ class TrainerConfig(RunConfig):
         default=None,
     )
 
+    frozen_policy: str | None = _help(
+        "a policy whose weights as init_from loaded them the agents that do not learn act "
+        "with, frozen (a warm-started checker beside a writer that learns); None: they act "
+        "with the untrained base model. Needs sampler copy or vllm",
+        default=None,
+    )
+
     # --- rollouts
     steps: int = _help("training steps (a larger value extends a resumed run)", default=100)
     max_train_minutes: float | None = _help(
@@ -425,6 +432,11 @@ class TrainerConfig(RunConfig):
             )
         if self.rollout_workers < 0:
             raise ConfigError(f"rollout_workers must be 0 or more, got {self.rollout_workers}")
+        if self.frozen_policy is not None and self.sampler == "shared":
+            raise ConfigError(
+                "frozen_policy needs a sampler of its own for the agents that do not learn: "
+                "sampler='copy' or 'vllm' (the shared sampler reads the learner's base weights)"
+            )
         for name in (
             "steps",
             "tasks_per_step",

@@ -36,7 +36,8 @@ def who_learns(
     Raises:
         ValueError: ``policy_map`` names an agent there is not.
         ConfigError: ``policy_map`` names an agent that does not learn (it would act with the
-            frozen initial model, not a policy).
+            frozen initial model, not a policy); ``frozen_policy`` names no policy of the run,
+            or every agent learns.
     """
     nodes = {node for graph in graphs.values() for node in graph.nodes}
     roles = set(config.agent_roles)
@@ -55,6 +56,17 @@ def who_learns(
             f"agents: {sorted(train_agents)}); add them to train_agents or leave them out"
         )
     policy_of = {a: config.policy_map.get(a, "policy") for a in sorted(train_agents)}
+    frozen = getattr(config, "frozen_policy", None)
+    if frozen is not None and train_agents == set(agents):
+        raise ConfigError(
+            f"frozen_policy={frozen!r}: every agent learns ({agents}), none acts frozen; "
+            "leave some out of train_agents, or frozen_policy out"
+        )
+    if frozen is not None and frozen not in policy_of.values():
+        raise ConfigError(
+            f"frozen_policy={frozen!r} is not a policy of this run: "
+            f"{sorted(set(policy_of.values()))}"
+        )
     return agents, train_agents, policy_of
 
 

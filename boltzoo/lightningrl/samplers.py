@@ -281,6 +281,16 @@ class Samplers:
         for policy in self.trained.values():
             policy.version = version
 
+    def load_frozen(self, state_dict: Mapping[str, Any], version: int) -> None:
+        """Give the untrained agents' sampler these full weights (a warm start's policy, merged)
+        for the rest of the run: :meth:`sync` never touches it."""
+        if self.frozen is None:
+            raise RuntimeError("every agent learns: there is no frozen sampler to load")
+        if self.pool is not None:
+            self._workers().load_weights({FROZEN: dict(state_dict)}, version)
+        else:
+            self.frozen.load_weights(state_dict, version=version)
+
     def generator_states(self) -> dict[str, Any]:
         """Return the samplers' random generator states: ``{"here": {name: state}}``, and with
         workers ``"workers": [{name: state}, ...]``, one per worker."""

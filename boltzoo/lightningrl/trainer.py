@@ -446,6 +446,8 @@ class Trainer:
             # the warm start.
             self.weights.anchor_references()
         self.sampling.sync(self.weights.names, self.step)
+        if self.config.frozen_policy is not None:  # the agents that do not learn act with it
+            self.sampling.load_frozen(self.weights.merged(self.config.frozen_policy), self.step)
         return folder
 
     def resume(self) -> bool:

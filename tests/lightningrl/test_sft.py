@@ -201,6 +201,67 @@ def test_rl_init_from_continues_from_the_sft_weights(tmp_path, smollm2_tokenizer
 
 @pytest.mark.parametrize("lora_r", [4, 0])
 @pytest.mark.slow
+def test_frozen_policy_keeps_the_agents_that_do_not_learn_at_the_warm_start(
+    tmp_path, smollm2_tokenizer, lora_r
+):
+    # A verifier (or a graph's checker) warm-started beside the solver: in RL only the solver
+    # learns, and with frozen_policy the verifier acts with the warm start for the whole run,
+    # not with the untrained base model, and not with the weights the solver's updates move.
+    from boltzoo.errors import ConfigError
+
+    lora = {"lora_r": lora_r, "lora_alpha": 8.0}
+    sft = warm_start(tmp_path, smollm2_tokenizer, lora)
+    batch = sft.transitions[:4]
+    pad = smollm2_tokenizer.pad_token_id
+
+    def logprobs_of(module):
+        with torch.no_grad():
+            return response_logprobs(module, batch, 1.0, pad)[0]
+
+    warm = logprobs_of(sft.run.weights.module("policy"))
+    settings = dict(
+        env="math-v0",
+        env_kwargs={"agents": ["solver", "verifier"]},
+        model="tiny",
+        output_dir=str(tmp_path / "rl"),
+        progress=False,
+        train_agents=["solver"],
+        init_from=str(tmp_path / "sft"),
+        sampler="copy",
+        sampler_precision="fp32",
+        **lora,
+    )
+
+    def trainer(**overrides):
+        return Trainer(
+            TrainerConfig(**(settings | overrides)),
+            model=tiny_model(len(smollm2_tokenizer)),
+            tokenizer=smollm2_tokenizer,
+        )
+
+    rl = trainer(frozen_policy="policy")
+    assert rl.sampling.by_agent()["verifier"] is rl.sampling.frozen
+    assert torch.allclose(logprobs_of(rl.sampling.frozen.model), warm, atol=1e-5)
+    base = trainer().sampling.frozen.model  # without it: the untrained base, as before
+    assert not torch.allclose(logprobs_of(base), warm, atol=1e-3)
+    # the solver's policy moves and is synced to its sampler; the verifier's does not move
+    with torch.no_grad():
+        for parameter in rl.weights.parameters["policy"]:
+            parameter.add_(0.05 * torch.randn_like(parameter))
+    rl.sampling.sync(rl.weights.names, 1)
+    assert not torch.allclose(logprobs_of(rl.sampling.trained["policy"].model), warm, atol=1e-3)
+    assert torch.allclose(logprobs_of(rl.sampling.frozen.model), warm, atol=1e-5)
+
+    with pytest.raises(ConfigError, match="sampler='copy' or 'vllm'"):
+        TrainerConfig(**(settings | {"sampler": "shared", "frozen_policy": "policy"}))
+    with pytest.raises(ConfigError, match="not a policy of this run: \\['policy'\\]"):
+        trainer(frozen_policy="checker")
+    with pytest.raises(ConfigError, match="every agent learns"):
+        trainer(frozen_policy="policy", train_agents=None)
+
+
+@pytest.mark.parametrize("lora_r", [4, 0])
+@pytest.mark.slow
 def test_rl_kl_reference_after_a_warm_start_is_the_warm_start(tmp_path, smollm2_tokenizer, lora_r):
     # With kl_coef, the KL must hold the policy near where RL starts (the SFT weights), not
     # near the untrained base, and the reference must not move when the policy does.
