@@ -9,13 +9,21 @@
         --keep benchmarks/results/paper/math_autogen \\
         --out benchmarks/results/paper/math_autogen/held_out.json
 
+    python scripts/bench_warm_start.py sql-v0 --framework langgraph-sql-graph --demos 64 \\
+        --env-kwargs '{"agents": ["writer"], "schema_rows": 0}' --sft-agents '["writer"]' \\
+        --review-demos 64 --reviewers checker,rewriter --train-agents 'writer|checker|rewriter' \\
+        --max-new-tokens 96 --splits test test_unseen --out runs/sql-graph.json
+
 The recipe, with the command line only: ``boltzoo rollout --policy oracle`` records ``--demos``
 demonstrations on the train split (with ``--framework``, ``--policy FRAMEWORK --oracle``: the
 env's oracle answers the framework agent's model calls, so the demonstrations are the tokens
 the framework sends, and the warm start and RL run through the same agent); ``boltzoo sft``
 fine-tunes a LoRA adapter (r=16) on them; ``boltzoo train --init-from`` continues with
 LightningRL (both with bf16 autocast in the learner, the faster on this CPU) for ``--minutes``
-of training. Then
+of training. With ``--review-demos N --reviewers AGENTS`` (a framework agent), between the two:
+the warm start (exported) plays N train episodes with the oracle answering only AGENTS' calls,
+so a checker's demonstrations are verdicts on the model's own queries, right and wrong, and a
+second SFT pass from the first teaches AGENTS those; RL starts from it. Then
 each ``--splits`` split is evaluated three times with the same code and tasks (greedy,
 ``--eval-tasks`` tasks spread over the split, through the bf16 sampling copy): the untrained
 model, the warm start, and the RL run's last checkpoint. Writes the figures to ``--out`` and
@@ -34,6 +42,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from benchlib import train, write_record
 
@@ -44,34 +53,53 @@ def boltzoo(*args: str) -> None:
     subprocess.run([sys.executable, "-m", "boltzoo.cli", *args], check=True)
 
 
-def held_out(rl_dir: Path, sft_dir: Path, split: str) -> dict[str, float]:
-    """Evaluate the untrained model, the warm start and the RL run on ``split``."""
+STAGES = ("untrained", "warm_start", "rl")
+
+
+def held_out(rl_dir: Path, sft_dir: Path, split: str, by: str | None) -> dict[str, Any]:
+    """Evaluate the untrained model, the warm start and the RL run on ``split``; with ``by``
+    (a task field, e.g. ``template``), also count each stage's right answers by its value."""
     from boltzoo.lightningrl.config import TrainerConfig
+    from boltzoo.lightningrl.curriculum import task_pools
     from boltzoo.lightningrl.trainer import Trainer
+    from boltzoo.registration import inspected
 
     config = TrainerConfig.load(
         rl_dir / "config.json", eval_env_kwargs={"split": split}, init_from=None
     )
-    figures = {}
+    figures: dict[str, Any] = {}
+    results = {}
     with Trainer(config) as trainer:
-        for stage in ("untrained", "warm_start", "rl"):
+        for stage in STAGES:
             if stage == "warm_start":
                 trainer.load_weights_from(sft_dir)
             elif stage == "rl" and not trainer.resume():
                 raise RuntimeError(f"{rl_dir} holds no checkpoint")
-            result = trainer.evaluate()
+            results[stage] = result = trainer.evaluate()
             figures[f"{stage}_success"] = result["eval_success_rate"]
             figures[f"{stage}_score"] = result["eval_score"]
             print(f"{split} {stage}: {result}", flush=True)
+    if by:
+        with inspected(config.env, **(config.env_kwargs | {"split": split})) as env:
+            pools = task_pools(env.tasks, by)
+        table: dict[str, dict[str, int]] = {}
+        for index in results["untrained"]["eval_task_ids"]:
+            row = table.setdefault(pools[index], {"tasks": 0} | dict.fromkeys(STAGES, 0))
+            row["tasks"] += 1
+            for stage in STAGES:
+                row[stage] += index in results[stage]["eval_right"]
+        figures[f"right_by_{by}"] = dict(sorted(table.items(), key=lambda kv: -kv[1]["tasks"]))
     return figures
 
 
 def keep_records(run_dir: Path, keep: Path) -> None:
     """Copy the SFT and RL runs' records (metrics, config, plots; no weights) into ``keep``."""
-    for stage in ("sft", "rl"):
+    for stage in ("sft", "sft_review", "rl"):
+        if not (run_dir / stage).is_dir():
+            continue
         (keep / stage).mkdir(parents=True, exist_ok=True)
         for path in sorted((run_dir / stage).glob("*")):
-            if path.suffix in (".jsonl", ".json", ".png"):
+            if path.name in ("metrics.jsonl", "config.json") or path.suffix == ".png":
                 shutil.copy(path, keep / stage / path.name)
     print(f"kept the runs' records in {keep}")
 
@@ -90,6 +118,24 @@ def main() -> None:
         help="the agent that plays: demonstrations, warm start and RL through it",
     )
     parser.add_argument("--demos", type=int, default=32, help="oracle demonstrations")
+    parser.add_argument(
+        "--sft-agents", default=None, help="who learns the demonstrations (default: RL's)"
+    )
+    parser.add_argument(
+        "--review-demos",
+        type=int,
+        default=0,
+        help="with --framework and --reviewers: then this many episodes where the warm-started "
+        "model plays and the oracle answers the reviewers' calls (e.g. a checker's verdicts on "
+        "the model's own queries), which the reviewers learn in a second warm start pass",
+    )
+    parser.add_argument("--reviewers", default=None, help="agents or graph nodes, comma-separated")
+    parser.add_argument(
+        "--frozen-policy",
+        default=None,
+        help="RL: the agents that do not learn act with this "
+        "policy's warm start (e.g. a checker beside a writer that learns)",
+    )
     parser.add_argument("--sft-epochs", type=int, default=1)
     parser.add_argument("--sft-lr", type=float, default=5e-4)
     parser.add_argument("--minutes", type=float, default=10.0, help="RL training minutes")
@@ -108,6 +154,9 @@ def main() -> None:
     parser.add_argument("--splits", nargs="+", default=["test"])
     parser.add_argument("--eval-tasks", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--by", default="template", help="count right answers by this task field ('': none)"
+    )
     parser.add_argument("--run-dir", type=Path, default=None)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--keep", type=Path, default=None, help="copy the runs' records here")
@@ -115,6 +164,8 @@ def main() -> None:
     run_dir = args.run_dir or Path("runs") / f"bench-{args.out.stem}"
     if run_dir.exists() and any(run_dir.iterdir()):
         raise SystemExit(f"{run_dir} holds an earlier run: remove it, or pick another folder")
+    if args.review_demos and not (args.framework and args.reviewers):
+        raise SystemExit("--review-demos needs --framework and --reviewers")
     env_kwargs = json.loads(args.env_kwargs)
     env_args = [arg for k, v in env_kwargs.items() for arg in ("-e", f"{k}={json.dumps(v)}")]
     agents = ["--train-agents", args.train_agents] if args.train_agents else []
@@ -130,13 +181,29 @@ def main() -> None:
     boltzoo("rollout", args.env, "--policy", *oracle, "--split", "train", "--episodes",
             str(args.demos), "--seed", str(args.seed), *env_args, "--out", str(demos),
             "--quiet")  # fmt: skip
+    sft_agents = ["--train-agents", args.sft_agents] if args.sft_agents else agents
+    sft = ["--env-kwargs", args.env_kwargs, "--epochs", str(args.sft_epochs), "--lr",
+           str(args.sft_lr), "--batch-size", "4", "--eval-tasks", "0", "--precision", "bf16",
+           "--max-new-tokens", str(args.max_new_tokens), *framework, *lora]  # fmt: skip
     boltzoo("sft", args.env, "--model", args.model, "--demos", str(demos), "--output-dir",
-            str(sft_dir), "--env-kwargs", args.env_kwargs, "--epochs", str(args.sft_epochs),
-            "--lr", str(args.sft_lr), "--batch-size", "4", "--eval-tasks", "0",
-            "--precision", "bf16", "--max-new-tokens", str(args.max_new_tokens), *framework,
-            *agents, *lora)  # fmt: skip
+            str(sft_dir), *sft, *sft_agents)  # fmt: skip
+    warm_dir = sft_dir
+    if args.review_demos:
+        # the warm start plays, the oracle reviews; the reviewers learn its answers
+        model_dir, reviews = run_dir / "sft_model", run_dir / "review_demos.jsonl"
+        boltzoo("export", str(sft_dir), str(model_dir))
+        boltzoo("rollout", args.env, "--policy", args.framework, "--model", str(model_dir),
+                "--oracle", args.reviewers, "--split", "train", "--episodes",
+                str(args.review_demos), "--seed", str(args.seed), "--temperature",
+                str(args.temperature), "--max-new-tokens", str(args.max_new_tokens), *env_args,
+                "--out", str(reviews), "--quiet")  # fmt: skip
+        warm_dir = run_dir / "sft_review"
+        reviewers = json.dumps([name.strip() for name in args.reviewers.split(",")])
+        boltzoo("sft", args.env, "--model", args.model, "--init-from", str(sft_dir), "--demos",
+                str(reviews), "--output-dir", str(warm_dir), *sft, "--train-agents",
+                reviewers)  # fmt: skip
     rows = train(rl_dir, [
-        args.env, "--model", args.model, "--init-from", str(sft_dir),
+        args.env, "--model", args.model, "--init-from", str(warm_dir),
         "--env-kwargs", args.env_kwargs, *framework, *agents,
         "--max-train-minutes", str(args.minutes), "--steps", "1000",
         "--tasks-per-step", str(args.tasks_per_step), "--group-size", str(args.group_size),
@@ -145,9 +212,10 @@ def main() -> None:
         "--precision", "bf16", "--eval-every", str(args.eval_every),
         "--eval-tasks", str(args.eval_tasks),
         "--save-every", "0", *lora, *replay,
+        *(["--frozen-policy", args.frozen_policy] if args.frozen_policy else []),
     ])  # fmt: skip
     boltzoo("plot", str(rl_dir))
-    figures = {split: held_out(rl_dir, sft_dir, split) for split in args.splits}
+    figures = {split: held_out(rl_dir, warm_dir, split, args.by) for split in args.splits}
     steps = [r for r in rows if "reward" in r]
     write_record(
         args.out,
@@ -156,13 +224,15 @@ def main() -> None:
         env_kwargs=env_kwargs,
         framework=args.framework,
         demos=args.demos,
+        review_demos=args.review_demos,
         rl_steps=len(steps),
         rl_minutes=round(steps[-1]["train_seconds"] / 60, 2) if steps else 0.0,
         train_success=[round(r["success_rate"], 3) for r in steps],
         eval_tasks=args.eval_tasks,
     )
     if args.keep:
-        boltzoo("plot", str(sft_dir))
+        for stage in {sft_dir, warm_dir}:
+            boltzoo("plot", str(stage))
         keep_records(run_dir, args.keep)
     for split, values in figures.items():
         print(
