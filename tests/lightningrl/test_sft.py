@@ -159,6 +159,19 @@ def warm_start(tmp_path, tokenizer, lora: dict) -> SFTTrainer:
     return sft
 
 
+def probed_warm_start(tmp_path, tokenizer, lora: dict):
+    """Return :func:`warm_start`'s trainer, ``logprobs_of(module)``: a module's log-probs of
+    four of the demonstrated calls' responses, and the warm start's own."""
+    sft = warm_start(tmp_path, tokenizer, lora)
+    batch, pad = sft.transitions[:4], tokenizer.pad_token_id
+
+    def logprobs_of(module):
+        with torch.no_grad():
+            return response_logprobs(module, batch, 1.0, pad)[0]
+
+    return sft, logprobs_of, logprobs_of(sft.run.weights.module("policy"))
+
+
 @pytest.mark.slow
 def test_rl_init_from_continues_from_the_sft_weights(tmp_path, smollm2_tokenizer):
     lora = {"lora_r": 4, "lora_alpha": 8.0}
@@ -210,15 +223,7 @@ def test_frozen_policy_keeps_the_agents_that_do_not_learn_at_the_warm_start(
     from boltzoo.errors import ConfigError
 
     lora = {"lora_r": lora_r, "lora_alpha": 8.0}
-    sft = warm_start(tmp_path, smollm2_tokenizer, lora)
-    batch = sft.transitions[:4]
-    pad = smollm2_tokenizer.pad_token_id
-
-    def logprobs_of(module):
-        with torch.no_grad():
-            return response_logprobs(module, batch, 1.0, pad)[0]
-
-    warm = logprobs_of(sft.run.weights.module("policy"))
+    _, logprobs_of, warm = probed_warm_start(tmp_path, smollm2_tokenizer, lora)
     settings = dict(
         env="math-v0",
         env_kwargs={"agents": ["solver", "verifier"]},
@@ -266,15 +271,8 @@ def test_rl_kl_reference_after_a_warm_start_is_the_warm_start(tmp_path, smollm2_
     # With kl_coef, the KL must hold the policy near where RL starts (the SFT weights), not
     # near the untrained base, and the reference must not move when the policy does.
     lora = {"lora_r": lora_r, "lora_alpha": 8.0}
-    sft = warm_start(tmp_path, smollm2_tokenizer, lora)
+    sft, logprobs_of, warm = probed_warm_start(tmp_path, smollm2_tokenizer, lora)
     batch = sft.transitions[:4]
-    pad = smollm2_tokenizer.pad_token_id
-
-    def logprobs_of(module):
-        with torch.no_grad():
-            return response_logprobs(module, batch, 1.0, pad)[0]
-
-    warm = logprobs_of(sft.run.weights.module("policy"))
     rl = Trainer(
         TrainerConfig(
             env="math-v0",
