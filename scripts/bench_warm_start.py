@@ -28,9 +28,9 @@ each ``--splits`` split is evaluated three times with the same code and tasks (g
 ``--eval-tasks`` tasks spread over the split, through the bf16 sampling copy): the untrained
 model, the warm start, and the RL run's last checkpoint. Writes the figures to ``--out`` and
 the RL run's curves (``boltzoo plot``) into the run folder; ``--keep DIR`` copies the runs'
-records (``metrics.jsonl``, ``config.json``, the plots; not the weights) to ``DIR/sft`` and
-``DIR/rl``. With ``--eval-every K`` the RL run also evaluates held-out every K steps (its
-first evaluation is RL's starting point, its last the result).
+records (``metrics.jsonl``, ``config.json``, the plots; not the weights) to ``DIR/sft``,
+``DIR/sft_review`` and ``DIR/rl``. With ``--eval-every K`` the RL run also evaluates held-out
+every K steps (its first evaluation is RL's starting point, its last the result).
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from benchlib import train, write_record
+from boltzoo.cli import FRAMEWORK_POLICIES
 
 
 def boltzoo(*args: str) -> None:
@@ -92,6 +93,23 @@ def held_out(rl_dir: Path, sft_dir: Path, split: str, by: str | None) -> dict[st
     return figures
 
 
+def tally_field(env_id: str, env_kwargs: dict[str, Any], by: str | None) -> str | None:
+    """Return the task field to count right answers by: ``by``, checked now (not after the
+    runs), or without one ``"template"`` where the env's tasks have it, else None."""
+    from boltzoo.lightningrl.curriculum import task_pools
+    from boltzoo.registration import inspected
+
+    with inspected(env_id, **env_kwargs) as env:
+        tasks = env.tasks
+    if by is None:
+        return "template" if tasks and hasattr(tasks[0], "template") else None
+    try:
+        task_pools(tasks, by)
+    except ValueError as error:
+        raise SystemExit(f"--by: {error}") from None
+    return by
+
+
 def keep_records(run_dir: Path, keep: Path) -> None:
     """Copy the SFT and RL runs' records (metrics, config, plots; no weights) into ``keep``."""
     for stage in ("sft", "sft_review", "rl"):
@@ -110,11 +128,10 @@ def main() -> None:
     parser.add_argument("--env-kwargs", default="{}", help="JSON: the env's arguments")
     parser.add_argument("--train-agents", default=None, help="JSON list (default: all)")
     parser.add_argument("--model", default="smollm2-135m")
-    frameworks = ["autogen", "openai-agents", "langgraph", "langgraph-sql-graph"]
     parser.add_argument(
         "--framework",
         default=None,
-        choices=frameworks,
+        choices=FRAMEWORK_POLICIES,
         help="the agent that plays: demonstrations, warm start and RL through it",
     )
     parser.add_argument("--demos", type=int, default=32, help="oracle demonstrations")
@@ -155,7 +172,9 @@ def main() -> None:
     parser.add_argument("--eval-tasks", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
-        "--by", default="template", help="count right answers by this task field ('': none)"
+        "--by",
+        default=None,
+        help="count right answers by this task field (default: template, where the tasks have one)",
     )
     parser.add_argument("--run-dir", type=Path, default=None)
     parser.add_argument("--out", type=Path, required=True)
@@ -167,6 +186,7 @@ def main() -> None:
     if args.review_demos and not (args.framework and args.reviewers):
         raise SystemExit("--review-demos needs --framework and --reviewers")
     env_kwargs = json.loads(args.env_kwargs)
+    by = tally_field(args.env, env_kwargs, args.by)
     env_args = [arg for k, v in env_kwargs.items() for arg in ("-e", f"{k}={json.dumps(v)}")]
     agents = ["--train-agents", args.train_agents] if args.train_agents else []
     lora = ["--lora-r", "16", "--lora-alpha", "32", "--seed", str(args.seed)]
@@ -215,7 +235,7 @@ def main() -> None:
         *(["--frozen-policy", args.frozen_policy] if args.frozen_policy else []),
     ])  # fmt: skip
     boltzoo("plot", str(rl_dir))
-    figures = {split: held_out(rl_dir, warm_dir, split, args.by) for split in args.splits}
+    figures = {split: held_out(rl_dir, warm_dir, split, by) for split in args.splits}
     steps = [r for r in rows if "reward" in r]
     write_record(
         args.out,
