@@ -680,24 +680,27 @@ class Gateway:
     Args:
         policy: any policy; a model backend gives token ids and logprobs (and streams). May be
             None when ``routes`` serve every agent.
-        host, port: where to listen (loopback; port 0 picks a free one, bound at once).
+        host: where to listen (loopback).
+        port: the port (0 picks a free one, bound at once).
         routes: agent name -> the policy that serves that agent's calls (the name comes from
             the URL, ``.../agents/{agent}/v1``, or ``X-Boltzoo-Agent``); other calls go to
             ``policy`` (with ``policy=None`` they get 404).
         model_name: the model id clients send (default: the policy's ``name``).
         api_key: when given, requests must carry it (``Authorization: Bearer <api_key>`` or
             ``x-api-key``), except in a session opened with a token of its own.
-        max_batch_size, batch_wait_s: batching of concurrent requests: a batch waits
-            ``batch_wait_s`` after its first request for more; with ``require_session`` it
-            waits up to that long, and only while an open session has no request pending (its
-            program is about to ask: agent programs' calls go to the model together).
+        max_batch_size: concurrent requests sampled together at most.
+        batch_wait_s: a batch waits this long after its first request for more; with
+            ``require_session`` it waits up to that long, and only while an open session has no
+            request pending (its program is about to ask: agent programs' calls go to the model
+            together).
         max_body_bytes: larger request bodies get 413.
         body_timeout_s: a request body not received within this gets 408.
         max_pending: requests waiting for or in the policy beyond this get 429 (with
             ``Retry-After``).
         request_timeout_s: a request waiting longer for its answer gets 504.
-        record_ttl_s, max_records: how long, and how many, recorded calls are kept (None: no
-            limit); a session's calls are handed over by :meth:`pop_calls`.
+        record_ttl_s: how long recorded calls are kept (None: no limit); a session's calls
+            are handed over by :meth:`pop_calls`.
+        max_records: how many recorded calls are kept at most (None: no limit).
         record_to: append every call to this JSON-lines file instead of keeping it.
         require_session: serve only sessions opened by :meth:`open_session` (others get 409):
             what agent programs get, so that nothing reaches the model for a rollout that

@@ -30,7 +30,10 @@ class OpenAICompatiblePolicy:
         base_url: e.g. ``"http://127.0.0.1:8000/v1"``.
         model: the model name the server knows.
         api_key: sent as a bearer token when given.
-        max_new_tokens, temperature, top_p, stop: sampling parameters.
+        max_new_tokens: new tokens per response at most.
+        temperature: the sampling temperature.
+        top_p: nucleus sampling's probability mass.
+        stop: strings that end a response.
         request_token_ids: ask for ``return_token_ids`` (vLLM and boltzoo's gateway know it).
         max_concurrency: requests in flight at once.
         timeout_s: per request attempt.

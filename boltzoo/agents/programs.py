@@ -714,8 +714,13 @@ class AgentCommand(_AgentProgramPolicy):
             own) or a started :class:`Gateway` (a trainer's).
         timeout_s: a run taking longer is killed (its whole process group) and fails.
         concurrency: programs running at once.
-        cwd, env: the working folder, and variables added to this process's environment.
-        hub, host, port, api_key: the :class:`AgentHub` to use (default: one of its own).
+        cwd: the working folder.
+        env: variables added to this process's environment.
+        hub: the :class:`AgentHub` to use (default: one of its own, on ``host``, ``port``,
+            with ``api_key``).
+        host: where its own hub listens.
+        port: its own hub's port (0: a free one).
+        api_key: its own hub's API key.
     """
 
     kind = "command"
@@ -853,8 +858,11 @@ class AgentService(_AgentProgramPolicy):
             may hold the answer (``{"answer": ...}``), else the service answers later through
             the rollout's endpoints.
         concurrency: turns offered at once.
-        hub, host, port, api_key: the :class:`AgentHub` (default: one of its own; a host beyond
-            this machine needs ``api_key``, which services then send to claim).
+        hub: the :class:`AgentHub` (default: one of its own, on ``host``, ``port``, with
+            ``api_key``).
+        host: where its own hub listens (a host beyond this machine needs ``api_key``).
+        port: its own hub's port (0: a free one).
+        api_key: the key services send to claim turns.
     """
 
     kind = "service"

@@ -87,8 +87,10 @@ class TransformersPolicy:
         model: a transformers causal LM (``AutoModelForCausalLM``).
         tokenizer: its tokenizer, with a chat template.
         name: the model's name, recorded in every Completion.
-        max_new_tokens, temperature, top_p, stop: sampling parameters (transformers' names);
-            ``stop`` strings end a response and are cut from its text (its tokens are kept).
+        max_new_tokens: new tokens per response at most.
+        temperature: the sampling temperature (0: greedy).
+        top_p: nucleus sampling's probability mass.
+        stop: strings that end a response, cut from its text (its tokens are kept).
         seed: seeds the sampling generator, so a run samples the same tokens again.
         max_batch_size: turns sampled together at most (more are split into batches).
         max_prompt_tokens: a longer prompt raises :class:`PromptTooLongError` for its turn

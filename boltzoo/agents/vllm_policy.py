@@ -41,7 +41,11 @@ class VLLMPolicy:
 
     Args:
         model: a local transformers model folder (or ``"smollm2-135m"``).
-        max_new_tokens, temperature, top_p, stop, seed: sampling parameters.
+        max_new_tokens: new tokens per response at most.
+        temperature: the sampling temperature.
+        top_p: nucleus sampling's probability mass.
+        stop: strings that end a response.
+        seed: seeds the engine's sampling.
         engine_kwargs: passed to ``vllm.LLM`` (``dtype``, ``gpu_memory_utilization``, ...).
     """
 

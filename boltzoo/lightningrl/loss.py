@@ -117,13 +117,16 @@ def policy_loss(
         advantages: (B,) one advantage per sequence, shared by its tokens, or (B, T) one per
             token (a packed sequence of several calls, each with its own).
         mask: (B, T) 1 for real response tokens, 0 for padding.
-        clip_eps, clip_eps_high: the ratio is clipped to [1 - clip_eps, 1 + clip_eps_high]
-            (clip_eps_high defaults to clip_eps; a larger one is DAPO's clip-higher).
+        clip_eps: the ratio is clipped to [1 - clip_eps, 1 + clip_eps_high].
+        clip_eps_high: the clip's upper side (defaults to clip_eps; a larger one is DAPO's
+            clip-higher).
         dual_clip: for A < 0, a token's loss is at most -dual_clip * A (None: off; must be > 1).
-        ref_logprobs, kl_coef, kl_estimator: the KL penalty to a reference policy,
-            estimated per token by "k1" (logp - ref), "k2" ((logp - ref)^2 / 2) or
-            "k3" (exp(ref - logp) - (ref - logp) - 1).
-        entropy, entropy_coef: (B, T) token entropies; the loss subtracts entropy_coef * entropy.
+        ref_logprobs: (B, T) a reference policy's logprobs, for the KL penalty.
+        kl_coef: the KL penalty's weight.
+        kl_estimator: the KL estimated per token by "k1" (logp - ref), "k2"
+            ((logp - ref)^2 / 2) or "k3" (exp(ref - logp) - (ref - logp) - 1).
+        entropy: (B, T) token entropies.
+        entropy_coef: the loss subtracts entropy_coef * entropy.
         aggregation: "token", "sequence" or "episode" (with episode_ids); see :func:`aggregate`.
     """
     if logprobs.shape != old_logprobs.shape or logprobs.shape != mask.shape:
