@@ -3,13 +3,14 @@
 #
 #   bash scripts/setup.sh demo   # install everything, warm-start then RL-train SmolLM2 on math-v0
 #   bash scripts/setup.sh test   # install everything, run the test suite (ruff and pytest)
+#   bash scripts/setup.sh docs   # install everything, build the documentation site into site/
 #
 # VENV=path picks the virtual environment (default .venv; created when missing). On a machine
 # without CUDA the CPU build of torch is installed first (torch==2.13.0), so that the project's
 # `torch>=2.4` requirement never pulls a multi-GB CUDA build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-job="${1:?usage: bash scripts/setup.sh demo|test}"
+job="${1:?usage: bash scripts/setup.sh demo|test|docs}"
 VENV="${VENV:-.venv}"
 
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
@@ -93,8 +94,13 @@ PY
     if [ "$status" -eq 5 ]; then echo "pytest collected no tests" >&2; fi
     exit "$status"
     ;;
+  docs)
+    # --strict: a broken link or anchor, a page left out of the nav, a docstring that does not
+    # match its signature fails the build. `mkdocs serve` then serves it at 127.0.0.1:8000.
+    NO_MKDOCS_2_WARNING=1 mkdocs build --strict "${@:2}"  # (the banner about Material's successor)
+    ;;
   *)
-    echo "unknown job '$job': use demo or test" >&2
+    echo "unknown job '$job': use demo, test or docs" >&2
     exit 2
     ;;
 esac
