@@ -34,7 +34,7 @@ from typing import Any
 from boltzoo.agents.scripted import SCRIPTED_POLICIES
 from boltzoo.episode import Episode
 from boltzoo.errors import ConfigError
-from boltzoo.lightningrl.config import FIELD_GROUPS, TrainerConfig, choices
+from boltzoo.lightningrl.config import TrainerConfig, choices, grouped_fields
 from boltzoo.lightningrl.curriculum import task_pools
 from boltzoo.registration import inspected, registered_envs, resolve_env_id
 from boltzoo.rollout import evaluation_tasks, rollout
@@ -336,19 +336,12 @@ def _config_flags(parser: argparse.ArgumentParser, config_class: type) -> None:
     ``env`` and ``model`` are the command's own arguments. A flag's value is parsed as its field's
     type says (a bad value is argparse's one-line error, exit 2, before anything loads); a flag
     left out leaves the field alone, and ``none`` sets an optional one to None."""
-    import dataclasses
-
     allowed = choices(config_class)
-    fields = {f.name: f for f in dataclasses.fields(config_class)}
-    grouped = [*FIELD_GROUPS.items(), ("other", tuple(fields))]
-    placed: set[str] = {"env", "model"}  # (the command's own arguments)
-    for title, names in grouped:  # the groups in order, the core first
+    for title, fields in grouped_fields(config_class):  # the groups in order, the core first
         group = parser.add_argument_group(title)
-        for name in names:
-            if name not in fields or name in placed:
-                continue
-            placed.add(name)
-            _add_config_flag(group, fields[name], allowed)
+        for f in fields:
+            if f.name not in ("env", "model"):  # (the command's own arguments)
+                _add_config_flag(group, f, allowed)
 
 
 def _add_config_flag(parser: Any, f: Any, allowed: dict[str, tuple[Any, ...]]) -> None:

@@ -61,7 +61,7 @@ def config_reference(classes: tuple[type, ...] | None = None) -> str:
     Args:
         classes: the config dataclasses (default: ``TrainerConfig`` and ``SFTConfig``).
     """
-    from boltzoo.lightningrl.config import FIELD_GROUPS, SFTConfig, TrainerConfig
+    from boltzoo.lightningrl.config import SFTConfig, TrainerConfig, grouped_fields
 
     classes = classes or (TrainerConfig, SFTConfig)
     lines = [
@@ -73,23 +73,13 @@ def config_reference(classes: tuple[type, ...] | None = None) -> str:
     ]
     for cls in classes:
         hints = typing.get_type_hints(cls)
-        fields = {f.name: f for f in dataclasses.fields(cls)}
-        grouped = [(title, [n for n in names if n in fields]) for title, names in
-                   FIELD_GROUPS.items()]  # fmt: skip
-        placed = {name for _, names in grouped for name in names}
-        grouped.append(("other", [name for name in fields if name not in placed]))
-        doc = " ".join((cls.__doc__ or "").split())
-        lines += ["", f"## `{cls.__name__}`", "", doc]
-        for title, names in grouped:
-            if not names:
-                continue
+        lines += ["", f"## `{cls.__name__}`", "", " ".join((cls.__doc__ or "").split())]
+        for title, fields in grouped_fields(cls):
             lines += ["", f"### {cls.__name__}: {title}", "", "| field | type | default | help |",
                       "|---|---|---|---|"]  # fmt: skip
-            for name in names:
-                field = fields[name]
-                help_text = field.metadata.get("help", "")
-                lines.append(f"| `{name}` | {_cell(_type_name(hints[name]))} | "
-                             f"{_cell(_default(field))} | {_cell(help_text)} |")  # fmt: skip
+            for field in fields:
+                cells = (_type_name(hints[field.name]), _default(field), field.metadata["help"])
+                lines.append(f"| `{field.name}` | " + " | ".join(map(_cell, cells)) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -100,7 +90,7 @@ def _option_row(action: argparse.Action) -> str:
     default = action.default
     shown = "" if default in (None, argparse.SUPPRESS) or action.option_strings == [] else (
         f"`{default!r}`")  # fmt: skip
-    help_text = (action.help or "") % {"default": default, "prog": ""} if action.help else ""
+    help_text = action.help % {"default": default, "prog": ""} if action.help else ""
     return f"| {flags} | {_cell(shown)} | {_cell(help_text)} |"
 
 
@@ -158,11 +148,11 @@ def example_episode(env_id: str) -> str:
     oracle = OraclePolicy()
     (episode,) = boltzoo.rollout(env_id, {agent: oracle for agent in agents}, tasks=[0],
                                  progress=False, env_kwargs=kwargs)  # fmt: skip
+    if episode.failed:
+        raise RuntimeError(f"{env_id}: the oracle's example episode failed: {episode.error}")
     arguments = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
     lines = [f"The env's oracle on task 0 of `boltzoo.make({env_id!r}, {arguments})`, as "
              "the rollout recorded it (`boltzoo rollout --policy oracle`).", ""]  # fmt: skip
-    if episode.failed:
-        raise RuntimeError(f"{env_id}: the oracle's example episode failed: {episode.error}")
     shown: dict[str, list[Any]] = {}  # each agent's chat as far as the page has shown it
     for number, step in enumerate(episode.steps, 1):
         messages, before = step.observation["messages"], shown.get(step.agent, [])
@@ -208,10 +198,10 @@ def _repo_link(page: str, target: str) -> tuple[str, list[str]]:
     if not source.exists() or ROOT not in source.parents:
         return target, []  # left for MkDocs to report
     site_dir = os.path.dirname(REPO_PAGES[page]) or "."
-    if source.relative_to(ROOT).as_posix() in REPO_PAGES:
-        linked = REPO_PAGES[source.relative_to(ROOT).as_posix()]
-        return os.path.relpath(linked, site_dir) + (f"#{anchor}" if anchor else ""), []
     relative = source.relative_to(ROOT).as_posix()
+    if relative in REPO_PAGES:
+        linked = os.path.relpath(REPO_PAGES[relative], site_dir)
+        return linked + (f"#{anchor}" if anchor else ""), []
     if source.is_dir():
         return os.path.relpath(f"{relative}/index.md", site_dir), [f"{relative}/"]
     return os.path.relpath(relative, site_dir), [relative]
@@ -258,18 +248,18 @@ def on_files(files: Any, config: Any) -> Any:
         text, needed = repo_page(page)
         add(uri, text)
         wanted += needed
+    queued = set(wanted)
     while wanted:
         item = wanted.pop()
-        if item.endswith("/"):
-            folder = item.rstrip("/")
-            add(f"{folder}/index.md", folder_listing(folder))
-            wanted += [(p.relative_to(ROOT).as_posix() + ("/" if p.is_dir() else ""))
-                       for p in (ROOT / folder).iterdir()
-                       if files.get_file_from_path(p.relative_to(ROOT).as_posix()) is None
-                       and not (p.is_dir() and files.get_file_from_path(
-                           f"{p.relative_to(ROOT).as_posix()}/index.md"))]  # fmt: skip
-        else:
+        if not item.endswith("/"):
             add(item, (ROOT / item).read_bytes())
+            continue
+        folder = item.rstrip("/")
+        add(f"{folder}/index.md", folder_listing(folder))
+        children = [p.relative_to(ROOT).as_posix() + ("/" if p.is_dir() else "")
+                    for p in (ROOT / folder).iterdir()]  # fmt: skip
+        wanted += [child for child in children if child not in queued]
+        queued.update(children)
     return files
 
 

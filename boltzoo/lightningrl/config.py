@@ -118,6 +118,17 @@ FIELD_GROUPS: dict[str, tuple[str, ...]] = {
 }  # fmt: skip
 
 
+def grouped_fields(config_class: type) -> list[tuple[str, list[dataclasses.Field]]]:
+    """Return ``config_class``'s fields in :data:`FIELD_GROUPS`' groups and order, the fields in
+    no group under ``"other"``, empty groups left out: how ``--help`` and the docs show them."""
+    fields = {f.name: f for f in dataclasses.fields(config_class)}
+    groups = [(title, [fields[n] for n in names if n in fields])
+              for title, names in FIELD_GROUPS.items()]  # fmt: skip
+    placed = {f.name for _, group in groups for f in group}
+    groups.append(("other", [f for name, f in fields.items() if name not in placed]))
+    return [(title, group) for title, group in groups if group]
+
+
 # A setting that does nothing unless another says so: (when it acts, in words, the test).
 _INERT_UNLESS: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "gamma": ("credit='discounted'", lambda c: c.credit == "discounted"),
