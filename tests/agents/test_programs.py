@@ -151,9 +151,12 @@ def test_boltzoo_rollout_agent_command_records_the_programs_calls(
 # --- faults: each a clear record, nothing lost, the run goes on ------------------------------
 
 
-def fault_rollout(tmp_path, smollm2_tokenizer, fault, timeout_s=20.0, env_id="math-v0", **extra):
+def fault_rollout(
+    tmp_path, smollm2_tokenizer, fault, timeout_s=20.0, env_id="math-v0", wait_for=None, **extra
+):
     """Play tasks 0 and 1 of ``env_id`` with tests/agents/programs/fault.py misbehaving on task
-    0 as ``fault`` says; return (episodes, the program's log)."""
+    0 as ``fault`` says; return (episodes, the program's log). With ``wait_for``, the hub stays
+    open until the log has a line with that key (up to 20 s): a late answer reaches it."""
     kwargs = MATH if env_id == "math-v0" else {}
     bad_task = boltzoo.make(env_id, **kwargs).unwrapped.tasks[0].task_id
     log = tmp_path / "fault.jsonl"
@@ -166,8 +169,22 @@ def fault_rollout(tmp_path, smollm2_tokenizer, fault, timeout_s=20.0, env_id="ma
     ) as program:
         agent = "solver" if env_id == "math-v0" else "agent"
         episodes = boltzoo.rollout(env_id, {agent: program}, tasks=[0, 1], progress=False, **kwargs)
+        deadline = time.monotonic() + 20
+        while wait_for and wait_for not in read_log(log) and time.monotonic() < deadline:
+            time.sleep(0.1)
     lines = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
     return episodes, lines
+
+
+def read_log(log):
+    """The keys the fault program has logged so far (a line still being written: none)."""
+    keys = set()
+    for line in log.read_text().splitlines() if log.exists() else []:
+        try:
+            keys.update(json.loads(line))
+        except json.JSONDecodeError:
+            pass
+    return keys
 
 
 @pytest.mark.parametrize(
@@ -221,13 +238,12 @@ def test_an_answer_after_the_timeout_or_a_second_answer_gets_409_and_changes_not
     assert [line.get("first") for line in lines if "first" in line] == [200]
     assert [line.get("second") for line in lines if "second" in line] == [409]
     assert episodes[0].steps[0].action.text == "The answer is \\boxed{0}."  # the first stands
-    episodes, lines = fault_rollout(tmp_path, smollm2_tokenizer, "late", timeout_s=1.0)
+    # the escaped child answers once the program is killed at the timeout (3 s: time to start
+    # Python and fork on a loaded machine); the hub stays open until its answer comes
+    episodes, lines = fault_rollout(
+        tmp_path, smollm2_tokenizer, "late", timeout_s=3.0, wait_for="late"
+    )
     assert episodes[0].failed and "ran past" in episodes[0].error
-    deadline = time.monotonic() + 10
-    while not any("late" in line for line in lines) and time.monotonic() < deadline:
-        time.sleep(0.2)  # the escaped child answers 2 s after it started
-        log = tmp_path / "fault.jsonl"
-        lines = [json.loads(line) for line in log.read_text().splitlines()]
     assert [line["late"] for line in lines if "late" in line] == [409]
 
 

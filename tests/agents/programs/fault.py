@@ -61,9 +61,13 @@ if fault == "twice":
     log(second=post(rollout_url + "/answer", {"answer": "The answer is \\boxed{999}."}))
     sys.exit(0)
 if fault == "late":  # a child that escapes the process group answers after the timeout
+    program = os.getpid()
     if os.fork() == 0:
         os.setsid()
-        time.sleep(2.0)
+        deadline = time.monotonic() + 60
+        # the program's kill at the timeout reparents this child: answer then, not before
+        while os.getppid() == program and time.monotonic() < deadline:
+            time.sleep(0.05)
         log(late=post(rollout_url + "/answer", {"answer": right}))
         os._exit(0)
     time.sleep(60)
