@@ -23,10 +23,12 @@ LightningRL (both with bf16 autocast in the learner, the faster on this CPU) for
 of training. With ``--review-demos N --reviewers AGENTS`` (a framework agent), between the two:
 the warm start (exported) plays N train episodes with the oracle answering only AGENTS' calls,
 so a checker's demonstrations are verdicts on the model's own queries, right and wrong, and a
-second SFT pass from the first teaches AGENTS those; RL starts from it. Then
-each ``--splits`` split is evaluated three times with the same code and tasks (greedy,
-``--eval-tasks`` tasks spread over the split, through the bf16 sampling copy): the untrained
-model, the warm start, and the RL run's last checkpoint. Writes the figures to ``--out`` and
+second SFT pass from the first teaches AGENTS those (``--review-temperature``: the temperature
+those episodes are played at); RL starts from it. ``--sft-init-from RUN`` starts the first pass
+from a finished run's weights (one more epoch of a pass already made). Then each ``--splits``
+split is evaluated three times with the same code and tasks (greedy, ``--eval-tasks`` tasks
+spread over the split, through the bf16 sampling copy): the untrained model, the warm start,
+and the RL run's last checkpoint (``--stages``: only some). Writes the figures to ``--out`` and
 the RL run's curves (``boltzoo plot``) into the run folder; ``--keep DIR`` copies the runs'
 records (``metrics.jsonl``, ``config.json``, the plots; not the weights) to ``DIR/sft``,
 ``DIR/sft_review`` and ``DIR/rl``. With ``--eval-every K`` the RL run also evaluates held-out
@@ -57,9 +59,12 @@ def boltzoo(*args: str) -> None:
 STAGES = ("untrained", "warm_start", "rl")
 
 
-def held_out(rl_dir: Path, sft_dir: Path, split: str, by: str | None) -> dict[str, Any]:
-    """Evaluate the untrained model, the warm start and the RL run on ``split``; with ``by``
-    (a task field, e.g. ``template``), also count each stage's right answers by its value."""
+def held_out(
+    rl_dir: Path, sft_dir: Path, split: str, by: str | None, stages: tuple[str, ...] = STAGES
+) -> dict[str, Any]:
+    """Evaluate ``stages`` (of the untrained model, the warm start and the RL run) on
+    ``split``; with ``by`` (a task field, e.g. ``template``), also count each stage's right
+    answers by its value."""
     from boltzoo.lightningrl.config import TrainerConfig
     from boltzoo.lightningrl.curriculum import task_pools
     from boltzoo.lightningrl.trainer import Trainer
@@ -71,7 +76,7 @@ def held_out(rl_dir: Path, sft_dir: Path, split: str, by: str | None) -> dict[st
     figures: dict[str, Any] = {}
     results = {}
     with Trainer(config) as trainer:
-        for stage in STAGES:
+        for stage in stages:
             if stage == "warm_start":
                 trainer.load_weights_from(sft_dir)
             elif stage == "rl" and not trainer.resume():
@@ -84,10 +89,10 @@ def held_out(rl_dir: Path, sft_dir: Path, split: str, by: str | None) -> dict[st
         with inspected(config.env, **(config.env_kwargs | {"split": split})) as env:
             pools = task_pools(env.tasks, by)
         table: dict[str, dict[str, int]] = {}
-        for index in results["untrained"]["eval_task_ids"]:
-            row = table.setdefault(pools[index], {"tasks": 0} | dict.fromkeys(STAGES, 0))
+        for index in results[stages[0]]["eval_task_ids"]:
+            row = table.setdefault(pools[index], {"tasks": 0} | dict.fromkeys(stages, 0))
             row["tasks"] += 1
-            for stage in STAGES:
+            for stage in stages:
                 row[stage] += index in results[stage]["eval_right"]
         figures[f"right_by_{by}"] = dict(sorted(table.items(), key=lambda kv: -kv[1]["tasks"]))
     return figures
@@ -153,7 +158,20 @@ def main() -> None:
         help="RL: the agents that do not learn act with this "
         "policy's warm start (e.g. a checker beside a writer that learns)",
     )
+    parser.add_argument(
+        "--review-temperature",
+        type=float,
+        default=None,
+        help="the review episodes' sampling temperature (default: --temperature)",
+    )
     parser.add_argument("--sft-epochs", type=int, default=1)
+    parser.add_argument(
+        "--sft-init-from",
+        type=Path,
+        default=None,
+        help="the first SFT pass starts from this run's weights (e.g. a pass already made on "
+        "the same demonstrations: one more epoch)",
+    )
     parser.add_argument("--sft-lr", type=float, default=5e-4)
     parser.add_argument("--minutes", type=float, default=10.0, help="RL training minutes")
     parser.add_argument("--lr", type=float, default=1e-4, help="RL learning rate")
@@ -170,6 +188,14 @@ def main() -> None:
     )
     parser.add_argument("--splits", nargs="+", default=["test"])
     parser.add_argument("--eval-tasks", type=int, default=100)
+    parser.add_argument(
+        "--stages",
+        nargs="+",
+        choices=STAGES,
+        default=list(STAGES),
+        help="which models the final held-out evaluations cover (e.g. leave out an untrained "
+        "model measured before on the same tasks)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--by",
@@ -205,17 +231,21 @@ def main() -> None:
     sft = ["--env-kwargs", args.env_kwargs, "--epochs", str(args.sft_epochs), "--lr",
            str(args.sft_lr), "--batch-size", "4", "--eval-tasks", "0", "--precision", "bf16",
            "--max-new-tokens", str(args.max_new_tokens), *framework, *lora]  # fmt: skip
-    boltzoo("sft", args.env, "--model", args.model, "--demos", str(demos), "--output-dir",
-            str(sft_dir), *sft, *sft_agents)  # fmt: skip
+    init = ["--init-from", str(args.sft_init_from)] if args.sft_init_from else []
+    boltzoo("sft", args.env, "--model", args.model, *init, "--demos", str(demos),
+            "--output-dir", str(sft_dir), *sft, *sft_agents)  # fmt: skip
     warm_dir = sft_dir
     if args.review_demos:
         # the warm start plays, the oracle reviews; the reviewers learn its answers
         model_dir, reviews = run_dir / "sft_model", run_dir / "review_demos.jsonl"
+        review_temperature = args.review_temperature
+        if review_temperature is None:
+            review_temperature = args.temperature
         boltzoo("export", str(sft_dir), str(model_dir))
         boltzoo("rollout", args.env, "--policy", args.framework, "--model", str(model_dir),
                 "--oracle", args.reviewers, "--split", "train", "--episodes",
                 str(args.review_demos), "--seed", str(args.seed), "--temperature",
-                str(args.temperature), "--max-new-tokens", str(args.max_new_tokens), *env_args,
+                str(review_temperature), "--max-new-tokens", str(args.max_new_tokens), *env_args,
                 "--out", str(reviews), "--quiet")  # fmt: skip
         warm_dir = run_dir / "sft_review"
         reviewers = json.dumps([name.strip() for name in args.reviewers.split(",")])
@@ -235,7 +265,8 @@ def main() -> None:
         *(["--frozen-policy", args.frozen_policy] if args.frozen_policy else []),
     ])  # fmt: skip
     boltzoo("plot", str(rl_dir))
-    figures = {split: held_out(rl_dir, warm_dir, split, by) for split in args.splits}
+    stages = tuple(stage for stage in STAGES if stage in args.stages)
+    figures = {split: held_out(rl_dir, warm_dir, split, by, stages) for split in args.splits}
     steps = [r for r in rows if "reward" in r]
     write_record(
         args.out,
@@ -254,11 +285,10 @@ def main() -> None:
         for stage in {sft_dir, warm_dir}:
             boltzoo("plot", str(stage))
         keep_records(run_dir, args.keep)
+    names = {"untrained": "untrained", "warm_start": "warm start", "rl": "RL"}
     for split, values in figures.items():
-        print(
-            f"{args.env} {split}: untrained {values['untrained_success']:.1%} -> warm start "
-            f"{values['warm_start_success']:.1%} -> RL {values['rl_success']:.1%}"
-        )
+        line = " -> ".join(f"{names[s]} {values[f'{s}_success']:.1%}" for s in stages)
+        print(f"{args.env} {split}: {line}")
 
 
 if __name__ == "__main__":
