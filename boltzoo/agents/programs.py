@@ -780,12 +780,13 @@ class AgentCommand(_AgentProgramPolicy):
         ]
         # the process's exit, not its pipes' end: a child it left behind may hold them open
         timed_out = not await _exited(process, self.timeout_s)
-        # what it left running goes too (a program's children die with its turn), and what
-        # escaped its process group can answer nothing any more
+        # sealed before the kill: what escaped its process group can answer nothing from the
+        # deadline (or the exit) on, even in the moment the kill takes
+        self.hub.seal(rollout)
+        # what it left running goes too (a program's children die with its turn)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(process.pid, signal.SIGKILL)
         await _exited(process, 10.0)
-        self.hub.seal(rollout)
         await asyncio.wait(readers, timeout=1.0)  # output still in the pipes, briefly
         for reader in readers:
             reader.cancel()
