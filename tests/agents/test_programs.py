@@ -4,6 +4,7 @@ their answers; every model call is recorded as the gateway served it; failures a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import sys
@@ -170,21 +171,21 @@ def fault_rollout(
         agent = "solver" if env_id == "math-v0" else "agent"
         episodes = boltzoo.rollout(env_id, {agent: program}, tasks=[0, 1], progress=False, **kwargs)
         deadline = time.monotonic() + 20
-        while wait_for and wait_for not in read_log(log) and time.monotonic() < deadline:
+        while wait_for and time.monotonic() < deadline:
+            if any(wait_for in line for line in read_log(log)):
+                break
             time.sleep(0.1)
-    lines = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-    return episodes, lines
+    return episodes, read_log(log)
 
 
 def read_log(log):
-    """The keys the fault program has logged so far (a line still being written: none)."""
-    keys = set()
-    for line in log.read_text().splitlines() if log.exists() else []:
-        try:
-            keys.update(json.loads(line))
-        except json.JSONDecodeError:
-            pass
-    return keys
+    """The lines the fault program has logged so far, as dicts (one still being written is
+    left out)."""
+    lines = []
+    for text in log.read_text().splitlines() if log.exists() else []:
+        with contextlib.suppress(json.JSONDecodeError):
+            lines.append(json.loads(text))
+    return lines
 
 
 @pytest.mark.parametrize(
