@@ -358,6 +358,9 @@ def _add_config_flag(parser: Any, f: Any, allowed: dict[str, tuple[Any, ...]]) -
         parser.add_argument(flag, type=str, **given)
     elif f.type.startswith("dict"):
         parser.add_argument(flag, type=_json_parser(dict, "a JSON object"), **given)
+    elif f.type.startswith("str | dict"):  # a folder as written, or a JSON object
+        parse = _json_parser(dict, "a JSON object")
+        parser.add_argument(flag, type=lambda v: parse(v) if v.startswith("{") else v, **given)
     elif f.type.startswith("list"):  # a JSON list (or one string, where the field takes one)
         parse = _json_parser(list, "a JSON list", text="| str" in f.type)
         parser.add_argument(flag, type=parse, **given)
@@ -498,7 +501,8 @@ def _claim_run_folder(config: Any, given: dict[str, Any], args: argparse.Namespa
     if not os.access(output_dir, os.W_OK):
         raise RunFolderError(f"output_dir {str(output_dir)!r} is not writable")
     if config.init_from:
-        check_checkpoint(adopt_weight_settings(config, config.init_from, given=set(given)))
+        for folder in adopt_weight_settings(config, config.init_from, given=set(given)):
+            check_checkpoint(folder)
     resolve_model(config.model)  # the model is found (it loads later)
     if resume and (folder := latest_checkpoint(output_dir / "checkpoints")) is not None:
         check_checkpoint(folder)

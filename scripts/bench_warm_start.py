@@ -25,7 +25,11 @@ the warm start (exported) plays N train episodes with the oracle answering only 
 so a checker's demonstrations are verdicts on the model's own queries, right and wrong, and a
 second SFT pass from the first teaches AGENTS those (``--review-temperature``: the temperature
 those episodes are played at); RL starts from it. ``--sft-init-from RUN`` starts the first pass
-from a finished run's weights (one more epoch of a pass already made). Then each ``--splits``
+from a finished run's weights (one more epoch of a pass already made). ``--policy-map`` gives
+RL one adapter per policy name, each started from the pass that taught its agents (the
+reviewers' from the second, the writer's from the first, which the second pass then cannot
+move); ``--warm-start-from RUN`` takes the demonstrations and both passes from a finished run
+of this script, so RL arms (a policy map, the writer alone) start from one warm start. Then each ``--splits``
 split is evaluated three times with the same code and tasks (greedy, ``--eval-tasks`` tasks
 spread over the split, through the bf16 sampling copy): the untrained model, the warm start,
 and the RL run's last checkpoint (``--stages``: only some). Writes the figures to ``--out`` and
@@ -60,11 +64,15 @@ STAGES = ("untrained", "warm_start", "rl")
 
 
 def held_out(
-    rl_dir: Path, sft_dir: Path, split: str, by: str | None, stages: tuple[str, ...] = STAGES
+    rl_dir: Path,
+    warm: Path | dict[str, str],
+    split: str,
+    by: str | None,
+    stages: tuple[str, ...] = STAGES,
 ) -> dict[str, Any]:
-    """Evaluate ``stages`` (of the untrained model, the warm start and the RL run) on
-    ``split``; with ``by`` (a task field, e.g. ``template``), also count each stage's right
-    answers by its value."""
+    """Evaluate ``stages`` (of the untrained model, the warm start ``warm``: RL's init_from,
+    and the RL run) on ``split``; with ``by`` (a task field, e.g. ``template``), also count
+    each stage's right answers by its value."""
     from boltzoo.lightningrl.config import TrainerConfig
     from boltzoo.lightningrl.curriculum import task_pools
     from boltzoo.lightningrl.trainer import Trainer
@@ -77,9 +85,9 @@ def held_out(
     results = {}
     with Trainer(config) as trainer:
         for stage in stages:
-            if stage == "warm_start":
-                trainer.load_weights_from(sft_dir)
-            elif stage == "rl" and not trainer.resume():
+            if stage != "untrained":  # (before RL's weights too: its frozen agents' warm start)
+                trainer.load_weights_from(warm)
+            if stage == "rl" and not trainer.resume():
                 raise RuntimeError(f"{rl_dir} holds no checkpoint")
             results[stage] = result = trainer.evaluate()
             figures[f"{stage}_success"] = result["eval_success_rate"]
@@ -115,13 +123,14 @@ def tally_field(env_id: str, env_kwargs: dict[str, Any], by: str | None) -> str 
     return by
 
 
-def keep_records(run_dir: Path, keep: Path) -> None:
-    """Copy the SFT and RL runs' records (metrics, config, plots; no weights) into ``keep``."""
-    for stage in ("sft", "sft_review", "rl"):
-        if not (run_dir / stage).is_dir():
+def keep_records(runs: dict[str, Path], keep: Path) -> None:
+    """Copy the runs' records (metrics, config, plots; no weights) into ``keep``: each of
+    ``runs`` (stage name -> run folder) that exists into ``keep / stage``."""
+    for stage, folder in runs.items():
+        if not folder.is_dir():
             continue
         (keep / stage).mkdir(parents=True, exist_ok=True)
-        for path in sorted((run_dir / stage).glob("*")):
+        for path in sorted(folder.glob("*")):
             if path.name in ("metrics.jsonl", "config.json") or path.suffix == ".png":
                 shutil.copy(path, keep / stage / path.name)
     print(f"kept the runs' records in {keep}")
@@ -172,6 +181,21 @@ def main() -> None:
         help="the first SFT pass starts from this run's weights (e.g. a pass already made on "
         "the same demonstrations: one more epoch)",
     )
+    parser.add_argument(
+        "--warm-start-from",
+        type=Path,
+        default=None,
+        help="take the demonstrations and the warm start (with --review-demos, the review "
+        "episodes and the second pass too) from this finished run folder of this script: only "
+        "RL and the evaluations run (RL arms from one warm start)",
+    )
+    parser.add_argument(
+        "--policy-map",
+        default=None,
+        help="RL: JSON agent (or node) -> policy name, for every agent that learns; each "
+        "policy starts from the warm start pass that taught its agents (the reviewers' from "
+        "the second, the others' from the first): one adapter per node",
+    )
     parser.add_argument("--sft-lr", type=float, default=5e-4)
     parser.add_argument("--minutes", type=float, default=10.0, help="RL training minutes")
     parser.add_argument("--lr", type=float, default=1e-4, help="RL learning rate")
@@ -218,26 +242,37 @@ def main() -> None:
     lora = ["--lora-r", "16", "--lora-alpha", "32", "--seed", str(args.seed)]
     framework = ["--framework", args.framework] if args.framework else []
     oracle = [args.framework, "--oracle"] if args.framework else ["oracle"]
-    demos, sft_dir, rl_dir = run_dir / "demos.jsonl", run_dir / "sft", run_dir / "rl"
+    source = args.warm_start_from or run_dir  # where the demonstrations and warm start are
+    demos, sft_dir, rl_dir = source / "demos.jsonl", source / "sft", run_dir / "rl"
+    model_dir, reviews = source / "sft_model", source / "review_demos.jsonl"
+    review_dir = source / "sft_review"
+    if args.warm_start_from:
+        wanted = [demos, sft_dir, *([review_dir] if args.review_demos else [])]
+        if missing := [str(path) for path in wanted if not path.exists()]:
+            raise SystemExit(f"--warm-start-from {source}: no {', '.join(missing)}")
+        if args.sft_init_from:
+            raise SystemExit("--warm-start-from takes a warm start as made: no --sft-init-from")
+    reviewers = [name.strip() for name in (args.reviewers or "").split(",") if name.strip()]
     replay = []
     if args.replay_calls:
         replay = ["--replay-demos", str(demos), "--replay-calls", str(args.replay_calls)]
         replay += ["--replay-coef", "1.0"]
 
-    boltzoo("rollout", args.env, "--policy", *oracle, "--split", "train", "--episodes",
-            str(args.demos), "--seed", str(args.seed), *env_args, "--out", str(demos),
-            "--quiet")  # fmt: skip
+    if not args.warm_start_from:
+        boltzoo("rollout", args.env, "--policy", *oracle, "--split", "train", "--episodes",
+                str(args.demos), "--seed", str(args.seed), *env_args, "--out", str(demos),
+                "--quiet")  # fmt: skip
     sft_agents = ["--train-agents", args.sft_agents] if args.sft_agents else agents
     sft = ["--env-kwargs", args.env_kwargs, "--epochs", str(args.sft_epochs), "--lr",
            str(args.sft_lr), "--batch-size", "4", "--eval-tasks", "0", "--precision", "bf16",
            "--max-new-tokens", str(args.max_new_tokens), *framework, *lora]  # fmt: skip
     init = ["--init-from", str(args.sft_init_from)] if args.sft_init_from else []
-    boltzoo("sft", args.env, "--model", args.model, *init, "--demos", str(demos),
-            "--output-dir", str(sft_dir), *sft, *sft_agents)  # fmt: skip
-    warm_dir = sft_dir
-    if args.review_demos:
+    if not args.warm_start_from:
+        boltzoo("sft", args.env, "--model", args.model, *init, "--demos", str(demos),
+                "--output-dir", str(sft_dir), *sft, *sft_agents)  # fmt: skip
+    warm: Path | dict[str, str] = sft_dir
+    if args.review_demos and not args.warm_start_from:
         # the warm start plays, the oracle reviews; the reviewers learn its answers
-        model_dir, reviews = run_dir / "sft_model", run_dir / "review_demos.jsonl"
         review_temperature = args.review_temperature
         if review_temperature is None:
             review_temperature = args.temperature
@@ -247,13 +282,24 @@ def main() -> None:
                 str(args.review_demos), "--seed", str(args.seed), "--temperature",
                 str(review_temperature), "--max-new-tokens", str(args.max_new_tokens), *env_args,
                 "--out", str(reviews), "--quiet")  # fmt: skip
-        warm_dir = run_dir / "sft_review"
-        reviewers = json.dumps([name.strip() for name in args.reviewers.split(",")])
         boltzoo("sft", args.env, "--model", args.model, "--init-from", str(sft_dir), "--demos",
-                str(reviews), "--output-dir", str(warm_dir), *sft, "--train-agents",
-                reviewers)  # fmt: skip
+                str(reviews), "--output-dir", str(review_dir), *sft, "--train-agents",
+                json.dumps(reviewers))  # fmt: skip
+    if args.review_demos:
+        warm = review_dir
+    policy_map = json.loads(args.policy_map) if args.policy_map else {}
+    if policy_map:  # each policy from the pass that taught its agents
+        warm = {}
+        for name, policy in policy_map.items():
+            taught = review_dir if name in reviewers and args.review_demos else sft_dir
+            if warm.setdefault(policy, str(taught)) != str(taught):
+                raise SystemExit(
+                    f"--policy-map: policy {policy!r} has agents from both warm start passes "
+                    "(reviewers and others): give them policies of their own"
+                )
+    init_from = json.dumps(warm) if isinstance(warm, dict) else str(warm)
     rows = train(rl_dir, [
-        args.env, "--model", args.model, "--init-from", str(warm_dir),
+        args.env, "--model", args.model, "--init-from", init_from,
         "--env-kwargs", args.env_kwargs, *framework, *agents,
         "--max-train-minutes", str(args.minutes), "--steps", "1000",
         "--tasks-per-step", str(args.tasks_per_step), "--group-size", str(args.group_size),
@@ -263,10 +309,11 @@ def main() -> None:
         "--eval-tasks", str(args.eval_tasks),
         "--save-every", "0", *lora, *replay,
         *(["--frozen-policy", args.frozen_policy] if args.frozen_policy else []),
+        *(["--policy-map", args.policy_map] if policy_map else []),
     ])  # fmt: skip
     boltzoo("plot", str(rl_dir))
     stages = tuple(stage for stage in STAGES if stage in args.stages)
-    figures = {split: held_out(rl_dir, warm_dir, split, by, stages) for split in args.splits}
+    figures = {split: held_out(rl_dir, warm, split, by, stages) for split in args.splits}
     steps = [r for r in rows if "reward" in r]
     write_record(
         args.out,
@@ -276,15 +323,19 @@ def main() -> None:
         framework=args.framework,
         demos=args.demos,
         review_demos=args.review_demos,
+        warm_start_from=str(args.warm_start_from) if args.warm_start_from else None,
+        policy_map=policy_map or None,
         rl_steps=len(steps),
         rl_minutes=round(steps[-1]["train_seconds"] / 60, 2) if steps else 0.0,
         train_success=[round(r["success_rate"], 3) for r in steps],
         eval_tasks=args.eval_tasks,
     )
     if args.keep:
-        for stage in {sft_dir, warm_dir}:
-            boltzoo("plot", str(stage))
-        keep_records(run_dir, args.keep)
+        runs = {"sft": sft_dir, "sft_review": review_dir, "rl": rl_dir}
+        for stage in ("sft", "sft_review"):
+            if runs[stage].is_dir():
+                boltzoo("plot", str(runs[stage]))
+        keep_records(runs, args.keep)
     names = {"untrained": "untrained", "warm_start": "warm start", "rl": "RL"}
     for split, values in figures.items():
         line = " -> ".join(f"{names[s]} {values[f'{s}_success']:.1%}" for s in stages)

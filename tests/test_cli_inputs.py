@@ -137,3 +137,12 @@ def test_train_init_from_an_sft_run_takes_its_lora_settings(tiny_model_dir, tmp_
     capsys.readouterr()
     assert main([*base, "--output-dir", str(tmp_path / "rl2"), "--lora-r", "8"]) == 2
     assert "lora_r=8 (it has 4)" in one_line_error(capsys)
+    # the run's one policy named (a JSON object): the same warm start, the same settings taken
+    named = json.dumps({"policy": str(sft)})
+    assert main([*base, "--init-from", named, "--output-dir", str(tmp_path / "rl3")]) == 0
+    saved = json.loads((tmp_path / "rl3/checkpoints/step-000001/config.json").read_text())
+    assert (saved["lora_r"], saved["init_from"]) == (4, {"policy": str(sft)})
+    capsys.readouterr()
+    with pytest.raises(SystemExit):  # a broken object is argparse's one-line error
+        main([*base, "--init-from", '{"policy": ', "--output-dir", str(tmp_path / "rl4")])
+    assert "--init-from: expected a JSON object" in capsys.readouterr().err

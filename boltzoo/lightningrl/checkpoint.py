@@ -205,45 +205,74 @@ def check_run_folder(output_dir: str | Path, *, resume: bool) -> None:
 WEIGHT_SETTINGS = ("model", "lora_r", "lora_alpha", "lora_target_modules")
 
 
-def adopt_weight_settings(config: Any, run_dir: str | Path, given: Any = None) -> Path:
-    """Give ``config`` the model and LoRA settings of ``run_dir``'s latest checkpoint (a warm
-    start needs them all the same); return that checkpoint's folder.
+def init_folders(init_from: str | Path | dict[str, str]) -> dict[str | None, Path]:
+    """Return the run folders a warm start reads: ``{None: folder}`` for one run, else
+    ``init_from`` itself (policy name -> folder)."""
+    if isinstance(init_from, dict):
+        return {name: Path(folder) for name, folder in init_from.items()}
+    return {None: Path(init_from)}
 
-    A setting in ``given`` (the names set on a command line), or without ``given`` one that
-    differs from its default, is the user's: it must equal the saved one.
+
+def adopt_weight_settings(
+    config: Any, init_from: str | Path | dict[str, str], given: Any = None
+) -> list[Path]:
+    """Give ``config`` the model and LoRA settings of the latest checkpoint of ``init_from``'s
+    run folders (a warm start needs them all the same); return those checkpoints' folders.
+
+    ``init_from`` is a run folder, or policy name -> run folder (the runs must have trained the
+    same model and LoRA settings). A setting in ``given`` (the names set on a command line), or
+    without ``given`` one that differs from its default, is the user's: it must equal the
+    saved one.
 
     Raises:
-        RunFolderError: no checkpoint in ``run_dir``, or a setting of the user's that differs
-            from the saved run's (the message names both).
+        RunFolderError: no checkpoint in a folder, runs that trained different weights, or a
+            setting of the user's that differs from the saved runs' (the message names both).
     """
     import dataclasses
 
-    run_dir = Path(run_dir)
-    folder = latest_checkpoint(run_dir / "checkpoints")
-    if folder is None:
-        raise RunFolderError(
-            f"init_from={str(run_dir)!r}: no checkpoint in {run_dir / 'checkpoints'}"
-        )
-    try:
-        saved = json.loads((folder / "config.json").read_text())
-    except (OSError, ValueError) as error:
-        raise RunFolderError(f"{folder / 'config.json'} cannot be read: {error}") from None
+    checkpoints, saved_settings = [], {}
+    for run_dir in init_folders(init_from).values():
+        folder = latest_checkpoint(run_dir / "checkpoints")
+        if folder is None:
+            raise RunFolderError(
+                f"init_from={str(run_dir)!r}: no checkpoint in {run_dir / 'checkpoints'}"
+            )
+        try:
+            saved = json.loads((folder / "config.json").read_text())
+        except (OSError, ValueError) as error:
+            raise RunFolderError(f"{folder / 'config.json'} cannot be read: {error}") from None
+        checkpoints.append(folder)
+        saved_settings[str(run_dir)] = {k: saved[k] for k in WEIGHT_SETTINGS if k in saved}
+    first, *others = saved_settings.items()
+    for run_dir, settings in others:
+        different = {k: v for k, v in settings.items() if first[1].get(k, v) != v}
+        if different:
+            theirs = {k: first[1][k] for k in different}
+            raise RunFolderError(
+                f"init_from's runs trained different weights: {run_dir!r} has {different}, "
+                f"{first[0]!r} has {theirs}"
+            )
+    saved = {k: v for settings in saved_settings.values() for k, v in settings.items()}
     defaults = {f.name: f.default for f in dataclasses.fields(config)}
     clashes = []
-    for name in WEIGHT_SETTINGS:
-        if name not in saved or getattr(config, name) == saved[name]:
+    for name, value in saved.items():
+        if getattr(config, name) == value:
             continue
         mine = name in given if given is not None else getattr(config, name) != defaults[name]
         if mine:
-            clashes.append(f"{name}={getattr(config, name)!r} (it has {saved[name]!r})")
+            clashes.append(f"{name}={getattr(config, name)!r} (it has {value!r})")
         else:
-            setattr(config, name, saved[name])
+            setattr(config, name, value)
     if clashes:
         raise RunFolderError(
-            f"init_from={str(run_dir)!r} trained other weights than this run asks for: "
+            f"init_from={_shown(init_from)} trained other weights than this run asks for: "
             f"{', '.join(clashes)}; leave these settings out to take the run's"
         )
-    return folder
+    return checkpoints
+
+
+def _shown(init_from: str | Path | dict[str, str]) -> str:
+    return repr(init_from if isinstance(init_from, dict) else str(init_from))
 
 
 def clear_run_folder(output_dir: str | Path) -> None:

@@ -261,9 +261,12 @@ class RunConfig:
     lora_target_modules: list[str] | str = _help(
         "modules that get LoRA: a list of names, or 'all-linear' (peft)", default="all-linear"
     )
-    init_from: str | None = _help(
+    init_from: str | dict[str, str] | None = _help(
         "a run folder (a warm start by boltzoo sft, or an RL run) whose latest checkpoint's "
-        "weights this run starts from; same model, lora_* settings and policy names",
+        "weights this run starts from (same model, lora_* settings and policy names); or policy "
+        "name -> run folder (JSON): each policy starts from its folder's weights, that run's "
+        "only policy or its policy of the same name (e.g. one adapter per graph node, each "
+        "warm-started on its own demonstrations)",
         default=None,
     )
     output_dir: str = _help("where checkpoints, metrics and plots go", default="runs/lightningrl")
@@ -464,6 +467,11 @@ class TrainerConfig(RunConfig):
             raise ConfigError(f"lora_r must be 0 (full weights) or a rank > 0, got {self.lora_r}")
         if not isinstance(self.policy_map, dict):
             raise ConfigError(f"policy_map maps agents to policy names, got {self.policy_map!r}")
+        if isinstance(self.init_from, dict) and not (
+            self.init_from
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in self.init_from.items())
+        ):
+            raise ConfigError(f"init_from maps policy names to run folders, got {self.init_from!r}")
         if self.agent_command is not None and self.agent_service is not None:
             raise ConfigError("an agent program is a command or a service: give one of them")
         program = self.agent_command or self.agent_service

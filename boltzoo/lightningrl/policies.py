@@ -21,6 +21,7 @@ import contextlib
 import copy
 import dataclasses
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ import torch
 
 from boltzoo.envs.data.cache import write_folder
 from boltzoo.errors import RunFolderError
-from boltzoo.lightningrl.checkpoint import latest_checkpoint, load_checkpoint
+from boltzoo.lightningrl.checkpoint import init_folders, latest_checkpoint, load_checkpoint
 from boltzoo.lightningrl.config import RunConfig
 from boltzoo.lightningrl.weights import (
     adapter_parameters,
@@ -158,18 +159,50 @@ class PolicySet:
                 for name, m in self.modules.items()
             }
 
-    def load_from(self, run_dir: str | Path, config: RunConfig) -> Path:
-        """Load the trained weights of ``run_dir``'s latest checkpoint (a warm start, an RL run);
-        return that checkpoint's folder.
+    def load_from(self, init_from: str | Path | dict[str, str], config: RunConfig) -> list[Path]:
+        """Load the trained weights of a run's latest checkpoint (a warm start, an RL run), or
+        with ``init_from`` a dict (policy name -> run folder) each policy's from its folder:
+        that run's only policy, or its policy of the same name. Return the checkpoints'
+        folders.
 
         Raises:
             RunFolderError: no checkpoint, or one trained with another model, other ``lora_*``
-                settings or other policy names than ``config`` and this set.
+                settings or other policy names than ``config`` and this set (a dict: not every
+                policy of this set named, or a folder without the policy).
         """
-        folder = latest_checkpoint(Path(run_dir) / "checkpoints")
+        folders = init_folders(init_from)
+        if None not in folders and set(folders) != set(self.names):
+            raise RunFolderError(
+                f"init_from names policies {sorted(folders)}; this run has {self.names}: name "
+                "each policy once (policy_map and train_agents say which there are)"
+            )
+        weights: dict[str, torch.Tensor] = {}
+        checkpoints = []
+        for name, run_dir in folders.items():
+            folder, theirs, names = self._read_run(run_dir, config, whole=name is None)
+            checkpoints.append(folder)
+            if name is None:
+                weights = theirs
+            elif len(names) == 1 or name in names:
+                source = names[0] if len(names) == 1 else name
+                weights |= self._placed(theirs, names, source, name)
+            else:
+                raise RunFolderError(
+                    f"init_from[{name!r}]={str(run_dir)!r} trained policies {names}: none "
+                    f"is {name!r}, and there are several to take one from"
+                )
+        self.load_state_dict(weights)
+        return checkpoints
+
+    def _read_run(
+        self, run_dir: Path, config: RunConfig, *, whole: bool
+    ) -> tuple[Path, dict[str, torch.Tensor], list[str]]:
+        """Return a run's latest checkpoint folder, its weights and its policy names, checked
+        against ``config`` (and, ``whole``, against this set's policy names)."""
+        folder = latest_checkpoint(run_dir / "checkpoints")
         if folder is None:
             raise RunFolderError(
-                f"init_from={str(run_dir)!r}: no checkpoint in {Path(run_dir) / 'checkpoints'}"
+                f"init_from={str(run_dir)!r}: no checkpoint in {run_dir / 'checkpoints'}"
             )
         saved = json.loads((folder / "config.json").read_text())
         ours = dataclasses.asdict(config)
@@ -177,15 +210,33 @@ class PolicySet:
         different = [k for k in keys if saved.get(k) != ours[k]]
         weights, state = load_checkpoint(folder)
         names = state.get("policy_names", ["policy"])
-        if different or names != self.names:
+        if different or (whole and names != self.names):
             theirs = {k: saved.get(k) for k in different} | {"policy names": names}
             raise RunFolderError(
                 f"init_from={str(run_dir)!r} trained {theirs}; this run has "
                 f"{ {k: ours[k] for k in different} | {'policy names': self.names} }: "
                 "use the same model, lora_* settings, train_agents and policy_map"
             )
-        self.load_state_dict(weights)
-        return folder
+        return folder, weights, names
+
+    def _placed(
+        self, weights: dict[str, torch.Tensor], names: list[str], source: str, name: str
+    ) -> dict[str, torch.Tensor]:
+        """Return policy ``source``'s weights of a checkpoint that holds ``names``, keyed as
+        this set's :meth:`state_dict` keys policy ``name``'s."""
+        if self.lora:  # the adapter's name is a segment of each key: ...lora_A.<name>.weight
+            pattern = re.compile(rf"(\.lora_\w+\.){re.escape(source)}\.")
+            return {
+                pattern.sub(rf"\g<1>{name}.", key): value
+                for key, value in weights.items()
+                if pattern.search(key)
+            }
+        if len(names) > 1:  # full copies: each policy's under "{name}/"
+            prefix = f"{source}/"
+            weights = {k[len(prefix) :]: v for k, v in weights.items() if k.startswith(prefix)}
+        if len(self.names) == 1:
+            return weights
+        return {f"{name}/{key}": value for key, value in weights.items()}
 
     def merged(self, name: str) -> dict[str, torch.Tensor]:
         """Return policy ``name``'s weights as a plain transformers ``state_dict`` (its LoRA

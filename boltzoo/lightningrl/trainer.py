@@ -436,10 +436,11 @@ class Trainer:
             self.checkpoint_dir, self.step, self.weights.state_dict(), state, self.config.to_dict()
         )
 
-    def load_weights_from(self, run_dir: str | Path) -> Path:
-        """Start from the trained weights of another run's latest checkpoint (a warm start);
-        return that checkpoint's folder. Optimiser state, step and RNGs stay this run's own."""
-        folder = self.weights.load_from(run_dir, self.config)
+    def load_weights_from(self, init_from: str | Path | dict[str, str]) -> list[Path]:
+        """Start from the trained weights of another run's latest checkpoint (a warm start), or
+        each policy's from a run of its own (``init_from``: policy name -> run folder); return
+        the checkpoints' folders. Optimiser state, step and RNGs stay this run's own."""
+        folders = self.weights.load_from(init_from, self.config)
         if self.config.kl_coef:
             # The KL holds each policy near where this run starts, the warm start, not near the
             # untrained base; a resumed run loads init_from first too, so its reference stays
@@ -448,7 +449,7 @@ class Trainer:
         self.sampling.sync(self.weights.names, self.step)
         if self.config.frozen_policy is not None:  # the agents that do not learn act with it
             self.sampling.load_frozen(self.weights.merged(self.config.frozen_policy), self.step)
-        return folder
+        return folders
 
     def resume(self) -> bool:
         """Continue from the newest checkpoint in ``output_dir``; return whether there was one.

@@ -13,7 +13,7 @@ from boltzoo.agents.models import tiny_model
 from boltzoo.agents.scripted import ScriptedPolicy
 from boltzoo.agents.transformers_policy import TransformersPolicy
 from boltzoo.episode import load_episodes, save_episodes
-from boltzoo.errors import DatasetError, RunFolderError
+from boltzoo.errors import ConfigError, DatasetError, RunFolderError
 from boltzoo.lightningrl.config import SFTConfig, TrainerConfig
 from boltzoo.lightningrl.sequences import response_logprobs
 from boltzoo.lightningrl.sft import SFTTrainer
@@ -214,13 +214,75 @@ def test_rl_init_from_continues_from_the_sft_weights(tmp_path, smollm2_tokenizer
 
 @pytest.mark.parametrize("lora_r", [4, 0])
 @pytest.mark.slow
+def test_init_from_per_policy_starts_each_policy_from_its_own_warm_start(
+    tmp_path, smollm2_tokenizer, lora_r
+):
+    # One adapter (or model) per agent, each warm-started on its own: init_from maps policy
+    # names to runs, each policy takes its run's only policy (or the one of its name), and
+    # nothing else is loaded into it.
+    lora = {"lora_r": lora_r, "lora_alpha": 8.0}
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    _, logprobs_of, warm_a = probed_warm_start(tmp_path / "a", smollm2_tokenizer, lora)
+    sft_b = warm_start(tmp_path / "b", smollm2_tokenizer, lora | {"seed": 1, "max_grad_norm": 0.05})
+    warm_b = logprobs_of(sft_b.run.weights.module("policy"))
+    assert not torch.allclose(warm_a, warm_b, atol=1e-3)  # two different starts
+    settings = dict(
+        env="math-v0",
+        env_kwargs={"agents": ["solver", "verifier"]},
+        model="tiny",
+        output_dir=str(tmp_path / "rl"),
+        progress=False,
+        policy_map={"solver": "solver", "verifier": "verifier"},
+        init_from={"solver": str(tmp_path / "a" / "sft"), "verifier": str(tmp_path / "b" / "sft")},
+        **lora,
+    )
+
+    def trainer(**overrides):
+        return Trainer(
+            TrainerConfig(**(settings | overrides)),
+            model=tiny_model(len(smollm2_tokenizer)),
+            tokenizer=smollm2_tokenizer,
+        )
+
+    rl = trainer()
+    assert torch.allclose(logprobs_of(rl.weights.module("solver")), warm_a, atol=1e-5)
+    assert torch.allclose(logprobs_of(rl.weights.module("verifier")), warm_b, atol=1e-5)
+    assert rl.step == 0
+
+    # A run with several policies gives the one of the same name: the verifier from the RL
+    # run's checkpoint (warm start b), the solver from a.
+    rl.save()
+    again = trainer(
+        output_dir=str(tmp_path / "rl2"),
+        init_from={"solver": str(tmp_path / "a" / "sft"), "verifier": str(tmp_path / "rl")},
+    )
+    assert torch.allclose(logprobs_of(again.weights.module("verifier")), warm_b, atol=1e-5)
+    assert torch.allclose(logprobs_of(again.weights.module("solver")), warm_a, atol=1e-5)
+    with pytest.raises(RunFolderError, match="none is 'writer'"):
+        trainer(policy_map={"solver": "writer", "verifier": "verifier"}, init_from={
+            "writer": str(tmp_path / "rl"), "verifier": str(tmp_path / "b" / "sft")})  # fmt: skip
+    # every policy is named once: one left out is a clear error, not a policy from scratch
+    with pytest.raises(RunFolderError, match=r"names policies \['solver'\]; this run has"):
+        trainer(init_from={"solver": str(tmp_path / "a" / "sft")})
+    with pytest.raises(ConfigError, match="maps policy names to run folders"):
+        trainer(init_from={"solver": 3})
+    if lora_r:  # runs that trained different adapters cannot be combined
+        (tmp_path / "c").mkdir()
+        warm_start(tmp_path / "c", smollm2_tokenizer, lora | {"lora_r": 8})
+        with pytest.raises(RunFolderError, match="trained different weights"):
+            trainer(init_from={"solver": str(tmp_path / "a" / "sft"),
+                               "verifier": str(tmp_path / "c" / "sft")})  # fmt: skip
+
+
+@pytest.mark.parametrize("lora_r", [4, 0])
+@pytest.mark.slow
 def test_frozen_policy_keeps_the_agents_that_do_not_learn_at_the_warm_start(
     tmp_path, smollm2_tokenizer, lora_r
 ):
     # A verifier (or a graph's checker) warm-started beside the solver: in RL only the solver
     # learns, and with frozen_policy the verifier acts with the warm start for the whole run,
     # not with the untrained base model, and not with the weights the solver's updates move.
-    from boltzoo.errors import ConfigError
 
     lora = {"lora_r": lora_r, "lora_alpha": 8.0}
     _, logprobs_of, warm = probed_warm_start(tmp_path, smollm2_tokenizer, lora)
