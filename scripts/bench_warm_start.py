@@ -29,14 +29,15 @@ from a finished run's weights (one more epoch of a pass already made). ``--polic
 RL one adapter per policy name, each started from the pass that taught its agents (the
 reviewers' from the second, the writer's from the first, which the second pass then cannot
 move); ``--warm-start-from RUN`` takes the demonstrations and both passes from a finished run
-of this script, so RL arms (a policy map, the writer alone) start from one warm start. Then each ``--splits``
-split is evaluated three times with the same code and tasks (greedy, ``--eval-tasks`` tasks
-spread over the split, through the bf16 sampling copy): the untrained model, the warm start,
-and the RL run's last checkpoint (``--stages``: only some). Writes the figures to ``--out`` and
-the RL run's curves (``boltzoo plot``) into the run folder; ``--keep DIR`` copies the runs'
-records (``metrics.jsonl``, ``config.json``, the plots; not the weights) to ``DIR/sft``,
-``DIR/sft_review`` and ``DIR/rl``. With ``--eval-every K`` the RL run also evaluates held-out
-every K steps (its first evaluation is RL's starting point, its last the result).
+of this script, so RL arms (a policy map, the writer alone) start from one warm start. Then
+each ``--splits`` split is evaluated three times with the same code and tasks (greedy,
+``--eval-tasks`` tasks spread over the split, through the bf16 sampling copy): the untrained
+model, the warm start, and the RL run's last checkpoint (``--stages``: only some). Writes the
+figures to ``--out`` and the RL run's curves (``boltzoo plot``) into the run folder; ``--keep
+DIR`` copies the runs' records (``metrics.jsonl``, ``config.json``, the plots; not the
+weights) to ``DIR/sft``, ``DIR/sft_review`` and ``DIR/rl``. With ``--eval-every K`` the RL run
+also evaluates held-out every K steps (its first evaluation is RL's starting point, its last
+the result).
 """
 
 from __future__ import annotations
@@ -121,6 +122,14 @@ def tally_field(env_id: str, env_kwargs: dict[str, Any], by: str | None) -> str 
     except ValueError as error:
         raise SystemExit(f"--by: {error}") from None
     return by
+
+
+def episode_count(path: Path) -> int:
+    """Return how many episodes an Episode JSONL file holds (0 if there is none)."""
+    if not path.exists():
+        return 0
+    with path.open() as lines:
+        return sum(1 for line in lines if line.strip())
 
 
 def keep_records(runs: dict[str, Path], keep: Path) -> None:
@@ -321,8 +330,8 @@ def main() -> None:
         env=args.env,
         env_kwargs=env_kwargs,
         framework=args.framework,
-        demos=args.demos,
-        review_demos=args.review_demos,
+        demos=episode_count(demos) if args.warm_start_from else args.demos,
+        review_demos=episode_count(reviews) if args.warm_start_from else args.review_demos,
         warm_start_from=str(args.warm_start_from) if args.warm_start_from else None,
         policy_map=policy_map or None,
         rl_steps=len(steps),
