@@ -124,6 +124,27 @@ def tally_field(env_id: str, env_kwargs: dict[str, Any], by: str | None) -> str 
     return by
 
 
+def policy_warm_starts(
+    policy_map: dict[str, str], reviewers: list[str], first: Path, second: Path
+) -> dict[str, str]:
+    """Return RL's ``init_from`` for ``policy_map`` (agent -> policy name): each policy from
+    the warm start pass that taught its agents, ``second`` for ``reviewers``, else ``first``.
+
+    Raises:
+        SystemExit: a policy whose agents were taught by both passes (one adapter cannot start
+            from two runs).
+    """
+    warm: dict[str, str] = {}
+    for name, policy in policy_map.items():
+        taught = str(second if name in reviewers else first)
+        if warm.setdefault(policy, taught) != taught:
+            raise SystemExit(
+                f"--policy-map: policy {policy!r} has agents from both warm start passes "
+                "(reviewers and others): give them policies of their own"
+            )
+    return warm
+
+
 def episode_count(path: Path) -> int:
     """Return how many episodes an Episode JSONL file holds (0 if there is none)."""
     if not path.exists():
@@ -297,15 +318,9 @@ def main() -> None:
     if args.review_demos:
         warm = review_dir
     policy_map = json.loads(args.policy_map) if args.policy_map else {}
-    if policy_map:  # each policy from the pass that taught its agents
-        warm = {}
-        for name, policy in policy_map.items():
-            taught = review_dir if name in reviewers and args.review_demos else sft_dir
-            if warm.setdefault(policy, str(taught)) != str(taught):
-                raise SystemExit(
-                    f"--policy-map: policy {policy!r} has agents from both warm start passes "
-                    "(reviewers and others): give them policies of their own"
-                )
+    if policy_map:
+        warm = policy_warm_starts(policy_map, reviewers if args.review_demos else [], sft_dir,
+                                  review_dir)  # fmt: skip
     init_from = json.dumps(warm) if isinstance(warm, dict) else str(warm)
     rows = train(rl_dir, [
         args.env, "--model", args.model, "--init-from", init_from,
