@@ -354,10 +354,12 @@ def main() -> None:
         train_success=[round(r["success_rate"], 3) for r in steps],
         eval_tasks=args.eval_tasks,
     )
-    if args.keep:
-        runs = {"sft": sft_dir, "sft_review": review_dir, "rl": rl_dir}
+    if args.keep:  # the runs this command made (a warm start taken as made keeps its own)
+        runs = {"rl": rl_dir}
+        if not args.warm_start_from:
+            runs |= {"sft": sft_dir, "sft_review": review_dir}
         for stage in ("sft", "sft_review"):
-            if runs[stage].is_dir():
+            if stage in runs and runs[stage].is_dir():
                 boltzoo("plot", str(runs[stage]))
         keep_records(runs, args.keep)
     names = {"untrained": "untrained", "warm_start": "warm start", "rl": "RL"}
