@@ -172,6 +172,28 @@ def probed_warm_start(tmp_path, tokenizer, lora: dict):
     return sft, logprobs_of, logprobs_of(sft.run.weights.module("policy"))
 
 
+def team_trainers(tmp_path, tokenizer, lora: dict, **settings):
+    """Return ``trainer(**overrides)``: an RL :class:`Trainer` of math-v0's solver and verifier
+    with a tiny model, writing to ``tmp_path / "rl"``, with ``settings`` then ``overrides``."""
+    base = dict(
+        env="math-v0",
+        env_kwargs={"agents": ["solver", "verifier"]},
+        model="tiny",
+        output_dir=str(tmp_path / "rl"),
+        progress=False,
+        **lora,
+    )
+
+    def trainer(**overrides):
+        return Trainer(
+            TrainerConfig(**(base | settings | overrides)),
+            model=tiny_model(len(tokenizer)),
+            tokenizer=tokenizer,
+        )
+
+    return trainer
+
+
 @pytest.mark.slow
 def test_rl_init_from_continues_from_the_sft_weights(tmp_path, smollm2_tokenizer):
     lora = {"lora_r": 4, "lora_alpha": 8.0}
@@ -227,24 +249,13 @@ def test_init_from_per_policy_starts_each_policy_from_its_own_warm_start(
     sft_b = warm_start(tmp_path / "b", smollm2_tokenizer, lora | {"seed": 1, "max_grad_norm": 0.05})
     warm_b = logprobs_of(sft_b.run.weights.module("policy"))
     assert not torch.allclose(warm_a, warm_b, atol=1e-3)  # two different starts
-    settings = dict(
-        env="math-v0",
-        env_kwargs={"agents": ["solver", "verifier"]},
-        model="tiny",
-        output_dir=str(tmp_path / "rl"),
-        progress=False,
+    trainer = team_trainers(
+        tmp_path,
+        smollm2_tokenizer,
+        lora,
         policy_map={"solver": "solver", "verifier": "verifier"},
         init_from={"solver": str(tmp_path / "a" / "sft"), "verifier": str(tmp_path / "b" / "sft")},
-        **lora,
     )
-
-    def trainer(**overrides):
-        return Trainer(
-            TrainerConfig(**(settings | overrides)),
-            model=tiny_model(len(smollm2_tokenizer)),
-            tokenizer=smollm2_tokenizer,
-        )
-
     rl = trainer()
     assert torch.allclose(logprobs_of(rl.weights.module("solver")), warm_a, atol=1e-5)
     assert torch.allclose(logprobs_of(rl.weights.module("verifier")), warm_b, atol=1e-5)
@@ -286,26 +297,15 @@ def test_frozen_policy_keeps_the_agents_that_do_not_learn_at_the_warm_start(
 
     lora = {"lora_r": lora_r, "lora_alpha": 8.0}
     _, logprobs_of, warm = probed_warm_start(tmp_path, smollm2_tokenizer, lora)
-    settings = dict(
-        env="math-v0",
-        env_kwargs={"agents": ["solver", "verifier"]},
-        model="tiny",
-        output_dir=str(tmp_path / "rl"),
-        progress=False,
+    trainer = team_trainers(
+        tmp_path,
+        smollm2_tokenizer,
+        lora,
         train_agents=["solver"],
         init_from=str(tmp_path / "sft"),
         sampler="copy",
         sampler_precision="fp32",
-        **lora,
     )
-
-    def trainer(**overrides):
-        return Trainer(
-            TrainerConfig(**(settings | overrides)),
-            model=tiny_model(len(smollm2_tokenizer)),
-            tokenizer=smollm2_tokenizer,
-        )
-
     rl = trainer(frozen_policy="policy")
     assert rl.sampling.by_agent()["verifier"] is rl.sampling.frozen
     assert torch.allclose(logprobs_of(rl.sampling.frozen.model), warm, atol=1e-5)
@@ -320,7 +320,7 @@ def test_frozen_policy_keeps_the_agents_that_do_not_learn_at_the_warm_start(
     assert torch.allclose(logprobs_of(rl.sampling.frozen.model), warm, atol=1e-5)
 
     with pytest.raises(ConfigError, match="sampler='copy' or 'vllm'"):
-        TrainerConfig(**(settings | {"sampler": "shared", "frozen_policy": "policy"}))
+        trainer(sampler="shared", frozen_policy="policy")
     with pytest.raises(ConfigError, match="not a policy of this run: \\['policy'\\]"):
         trainer(frozen_policy="checker")
     with pytest.raises(ConfigError, match="every agent learns"):
