@@ -30,7 +30,12 @@ import torch
 
 from boltzoo.envs.data.cache import write_folder
 from boltzoo.errors import RunFolderError
-from boltzoo.lightningrl.checkpoint import init_folders, latest_checkpoint, load_checkpoint
+from boltzoo.lightningrl.checkpoint import (
+    WEIGHT_SETTINGS,
+    init_folders,
+    latest_checkpoint,
+    load_checkpoint,
+)
 from boltzoo.lightningrl.config import RunConfig
 from boltzoo.lightningrl.weights import (
     adapter_parameters,
@@ -206,8 +211,7 @@ class PolicySet:
             )
         saved = json.loads((folder / "config.json").read_text())
         ours = dataclasses.asdict(config)
-        keys = ("model", "lora_r", "lora_alpha", "lora_target_modules")
-        different = [k for k in keys if saved.get(k) != ours[k]]
+        different = [k for k in WEIGHT_SETTINGS if saved.get(k) != ours[k]]
         weights, state = load_checkpoint(folder)
         names = state.get("policy_names", ["policy"])
         if different or (whole and names != self.names):
