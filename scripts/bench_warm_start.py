@@ -339,14 +339,15 @@ def main() -> None:
     stages = tuple(stage for stage in STAGES if stage in args.stages)
     figures = {split: held_out(rl_dir, warm, split, by, stages) for split in args.splits}
     steps = [r for r in rows if "reward" in r]
+    taken = args.warm_start_from is not None  # (the counts are then what that run recorded)
     write_record(
         args.out,
         [{"split": split, **values} for split, values in figures.items()],
         env=args.env,
         env_kwargs=env_kwargs,
         framework=args.framework,
-        demos=episode_count(demos) if args.warm_start_from else args.demos,
-        review_demos=episode_count(reviews) if args.warm_start_from else args.review_demos,
+        demos=episode_count(demos) if taken else args.demos,
+        review_demos=episode_count(reviews) if taken and args.review_demos else args.review_demos,
         warm_start_from=str(args.warm_start_from) if args.warm_start_from else None,
         policy_map=policy_map or None,
         rl_steps=len(steps),
