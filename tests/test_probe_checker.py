@@ -28,7 +28,7 @@ def load_probe():
 def test_each_verdict_is_counted_by_round_against_what_the_query_returns(
     tmp_path, smollm2_tokenizer
 ):
-    # Four tasks, one graph round: the writer is right on tasks 0 and 2; the checker accepts
+    # Four tasks, two graph rounds: the writer is right on tasks 0 and 2; the checker accepts
     # on tasks 0 and 1 (a miss on 1), rejects on 2 (a right query) and 3; the rewriter breaks
     # task 2's query and fixes task 3's. The probe must see each case where it happened.
     pytest.importorskip("langgraph")
@@ -52,7 +52,7 @@ def test_each_verdict_is_counted_by_round_against_what_the_query_returns(
         return f"```sql\n{gold[question] if i in (0, 2) else WRONG}\n```"
 
     with Gateway(ScriptedPolicy(model, smollm2_tokenizer, name="scripted")) as gateway:
-        policy = LangGraphPolicy(langgraph_sql_graph("sql-v0", "writer", max_rounds=1), gateway)
+        policy = LangGraphPolicy(langgraph_sql_graph("sql-v0", "writer", max_rounds=2), gateway)
         episodes = boltzoo.rollout(
             "sql-v0", {"writer": policy}, tasks=[0, 1, 2, 3], progress=False, **ENV_KWARGS
         )
@@ -69,4 +69,5 @@ def test_each_verdict_is_counted_by_round_against_what_the_query_returns(
         "round 1, query right, CORRECT": 1,  # task 3's fix
         "round 1, query wrong, INCORRECT": 1,  # task 2's broken rewrite
     }
-    assert result["rewrites"] == {"broke": 1, "fixed": 1}
+    # task 2's second rewrite is final and goes unchecked: a rewrite, no verdict
+    assert result["rewrites"] == {"broke": 1, "fixed": 1, "still wrong": 1}

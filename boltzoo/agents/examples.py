@@ -124,11 +124,14 @@ def langgraph_sql_graph(env_id: str, agent: str, max_rounds: int = 2) -> NodeGra
     """Return the paper's text-to-SQL agent as one LangGraph ``StateGraph`` for sql-v0's
     single-agent variant (``agents=("writer",)``): write_query -> execute (the env's SQL tool)
     -> check_query -> (rejected: rewrite_query -> execute -> check_query, at most
-    ``max_rounds`` times) -> answer (the final query in a ```` ```sql ```` block, the env
-    action). The nodes that call the model are ``writer``, ``checker`` and ``rewriter``, each
-    with sql-v0's default prompt and message for that role, so a model warm-started on the env
-    plays the graph as it played the env (an env's ``prompts=`` override does not reach the
-    graph: the graph's prompts are its own)."""
+    ``max_rounds`` rewrites) -> answer (the final query in a ```` ```sql ```` block, the env
+    action). As in the env, the last round's rewrite goes straight to answer: no verdict on it
+    could change the outcome. The nodes that call the model are ``writer``, ``checker`` and
+    ``rewriter``, each with sql-v0's default prompt and message for that role, so a model
+    warm-started on the env plays the graph as it played the env (an env's ``prompts=``
+    override does not reach the graph: the graph's prompts are its own)."""
+    if max_rounds < 0:
+        raise ValueError(f"max_rounds must be 0 or more, got {max_rounds}")
     if resolve_env_id(env_id) != "boltzoo/sql-v0" or agent != "writer":
         raise ValueError(
             f"langgraph-sql-graph is sql-v0's whole workflow in one graph: it plays sql-v0's "
@@ -186,17 +189,21 @@ def langgraph_sql_graph(env_id: str, agent: str, max_rounds: int = 2) -> NodeGra
             return {"messages": [*state["messages"], final]}
 
         def after_check(state: SQLGraphState) -> str:
-            done = state["accepted"] or state["rounds"] >= max_rounds
-            return "answer" if done else "rewrite_query"
+            return "answer" if state["accepted"] else "rewrite_query"
+
+        def after_query(state: SQLGraphState) -> str:
+            # a query after the last round is final whatever a check would say: running and
+            # checking it would cost a model call that decides nothing
+            return "answer" if state["rounds"] >= max_rounds else "execute"
 
         graph = StateGraph(SQLGraphState)
         for node in (write_query, execute, check_query, rewrite_query, answer):
             graph.add_node(node.__name__, node)
         graph.add_edge(START, "write_query")
-        graph.add_edge("write_query", "execute")
+        graph.add_conditional_edges("write_query", after_query, ["answer", "execute"])
         graph.add_edge("execute", "check_query")
         graph.add_conditional_edges("check_query", after_check, ["answer", "rewrite_query"])
-        graph.add_edge("rewrite_query", "execute")
+        graph.add_conditional_edges("rewrite_query", after_query, ["answer", "execute"])
         graph.add_edge("answer", END)
         return graph.compile(name="sql_agent")
 

@@ -240,15 +240,17 @@ def test_an_oracle_checker_judges_the_graphs_own_queries_both_ways(smollm2_token
             assert env.unwrapped.episode.success, completion.text
             calls = completion.inner_calls
             right = index % 2 == 0
+            # one round: the rewrite is final, so no check of it is asked for
             assert [c.node for c in calls] == (
-                ["writer", "checker"] if right else ["writer", "checker", "rewriter", "checker"]
+                ["writer", "checker"] if right else ["writer", "checker", "rewriter"]
             )
             assert calls[1].text == (
                 "VERDICT: CORRECT"
                 if right
                 else "VERDICT: INCORRECT - the result does not answer the question."
             )
-            assert calls[-1].text == "VERDICT: CORRECT"  # the rewriter's gold query, accepted
+            if not right:  # the rewriter's gold query is the answer
+                assert completion.text == f"```sql\n{env.unwrapped.current_task.gold_sql}\n```"
             assert_inner_calls_decode(completion, smollm2_tokenizer)
             verdicts += [c.text.split(" - ")[0] for c in calls if c.node == "checker"]
         assert sorted(set(verdicts)) == ["VERDICT: CORRECT", "VERDICT: INCORRECT"]
@@ -272,10 +274,18 @@ def test_the_sql_graph_gives_up_after_max_rounds_of_rejections(smollm2_tokenizer
     with Gateway(ScriptedPolicy(model, smollm2_tokenizer, name="smol")) as gateway:
         graph = langgraph_sql_graph("sql-v0", "writer", max_rounds=3)
         completion = play_one_turn(env, LangGraphPolicy(graph, gateway), "writer", 0)
-    # within LangGraph's step limit: write and check, then three rewrites, each checked
+    # within LangGraph's step limit: write and check, three rewrites, each but the last
+    # checked (the last is final whatever the checker would say, as in the env)
     nodes = [call.node for call in completion.inner_calls]
-    assert nodes == ["writer", "checker"] + ["rewriter", "checker"] * 3
+    assert nodes == ["writer", "checker"] + ["rewriter", "checker"] * 2 + ["rewriter"]
     assert completion.text == "```sql\nSELECT 1\n```"
+    # max_rounds=0: the written query is the answer, unchecked (the env's max_rounds=0)
+    with Gateway(ScriptedPolicy(model, smollm2_tokenizer, name="smol")) as gateway:
+        graph = langgraph_sql_graph("sql-v0", "writer", max_rounds=0)
+        completion = play_one_turn(env, LangGraphPolicy(graph, gateway), "writer", 0)
+    assert [call.node for call in completion.inner_calls] == ["writer"]
+    with pytest.raises(ValueError, match="max_rounds must be 0 or more"):
+        langgraph_sql_graph("sql-v0", "writer", max_rounds=-1)
 
 
 def test_node_graphs_need_distinct_names_fit_for_a_url():
