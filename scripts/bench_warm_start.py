@@ -240,7 +240,12 @@ def main() -> None:
         default=0,
         help="RL replays this many demonstrated calls a step (coefficient 1; 0: none)",
     )
-    parser.add_argument("--splits", nargs="+", default=["test"])
+    parser.add_argument(
+        "--splits",
+        nargs="*",
+        default=["test"],
+        help="the splits evaluated after RL (none: RL's own --eval-every curve is the record)",
+    )
     parser.add_argument("--eval-tasks", type=int, default=100)
     parser.add_argument(
         "--stages",
