@@ -24,7 +24,8 @@ of training. With ``--review-demos N --reviewers AGENTS`` (a framework agent), b
 the warm start (exported) plays N train episodes with the oracle answering only AGENTS' calls,
 so a checker's demonstrations are verdicts on the model's own queries, right and wrong, and a
 second SFT pass from the first teaches AGENTS those (``--review-temperature``: the temperature
-those episodes are played at); RL starts from it. ``--sft-init-from RUN`` starts the first pass
+those episodes are played at; ``--review-epochs``: the pass's epochs, one by default whatever
+``--sft-epochs`` gives the first); RL starts from it. ``--sft-init-from RUN`` starts the first pass
 from a finished run's weights (one more epoch of a pass already made). ``--policy-map`` gives
 RL one adapter per policy name, each started from the pass that taught its agents (the
 reviewers' from the second, the writer's from the first, which the second pass then cannot
@@ -203,7 +204,10 @@ def main() -> None:
         default=None,
         help="the review episodes' sampling temperature (default: --temperature)",
     )
-    parser.add_argument("--sft-epochs", type=int, default=1)
+    parser.add_argument("--sft-epochs", type=int, default=1, help="the first pass's epochs")
+    parser.add_argument(
+        "--review-epochs", type=int, default=1, help="the second pass's epochs (--review-demos)"
+    )
     parser.add_argument(
         "--sft-init-from",
         type=Path,
@@ -298,13 +302,14 @@ def main() -> None:
                 str(args.demos), "--seed", str(args.seed), *env_args, "--out", str(demos),
                 "--quiet")  # fmt: skip
     sft_agents = ["--train-agents", args.sft_agents] if args.sft_agents else agents
-    sft = ["--env-kwargs", args.env_kwargs, "--epochs", str(args.sft_epochs), "--lr",
-           str(args.sft_lr), "--batch-size", "4", "--eval-tasks", "0", "--precision", "bf16",
-           "--max-new-tokens", str(args.max_new_tokens), *framework, *lora]  # fmt: skip
+    sft = ["--env-kwargs", args.env_kwargs, "--lr", str(args.sft_lr), "--batch-size", "4",
+           "--eval-tasks", "0", "--precision", "bf16", "--max-new-tokens",
+           str(args.max_new_tokens), *framework, *lora]  # fmt: skip
     init = ["--init-from", str(args.sft_init_from)] if args.sft_init_from else []
     if not args.warm_start_from:
         boltzoo("sft", args.env, "--model", args.model, *init, "--demos", str(demos),
-                "--output-dir", str(sft_dir), *sft, *sft_agents)  # fmt: skip
+                "--output-dir", str(sft_dir), "--epochs", str(args.sft_epochs), *sft,
+                *sft_agents)  # fmt: skip
     warm: Path | dict[str, str] = sft_dir
     if args.review_demos and not args.warm_start_from:
         # the warm start plays, the oracle reviews; the reviewers learn its answers
@@ -318,8 +323,8 @@ def main() -> None:
                 str(review_temperature), "--max-new-tokens", str(args.max_new_tokens), *env_args,
                 "--out", str(reviews), "--quiet")  # fmt: skip
         boltzoo("sft", args.env, "--model", args.model, "--init-from", str(sft_dir), "--demos",
-                str(reviews), "--output-dir", str(review_dir), *sft, "--train-agents",
-                json.dumps(reviewers))  # fmt: skip
+                str(reviews), "--output-dir", str(review_dir), "--epochs",
+                str(args.review_epochs), *sft, "--train-agents", json.dumps(reviewers))  # fmt: skip
     if args.review_demos:
         warm = review_dir
     policy_map = json.loads(args.policy_map) if args.policy_map else {}
