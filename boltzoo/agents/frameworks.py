@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from boltzoo.agents.base import Turn
-from boltzoo.agents.gateway import Gateway, RecordedCall
+from boltzoo.agents.gateway import Gateway, RecordedCall, open_linked_session
 from boltzoo.envs.base import ToolSpec
 from boltzoo.episode import Completion
 from boltzoo.errors import MissingDependencyError
@@ -101,8 +101,9 @@ class _FrameworkPolicy:
         episode = getattr(getattr(turn.env, "episode", None), "episode_id", "episode")
         session = f"{episode}-{turn.agent}-{uuid.uuid4().hex[:8]}"
         specs = list(getattr(turn.env, "tools", ()))
-        for gateway in self._gateways():  # (the policy behind it sees the turn's env)
-            gateway.open_session(session, env=turn.env)
+        # one session on all its gateways (the policy behind each sees the turn's env), so each
+        # gateway knows when this run waits on another and its batch need not wait for it
+        open_linked_session(self._gateways(), session, env=turn.env)
         try:
             text = await self._run(session, specs, turn, task_text(turn.observation))
         finally:

@@ -9,8 +9,12 @@ URL at the gateway; nothing else in the agent changes. The gateway (FastAPI on u
   Messages API (``POST /v1/messages``), legacy completions (``POST /v1/completions``, a prompt
   as text or token ids), ``GET /v1/models`` and ``GET /health`` (``protocols.py`` holds the
   other APIs' formats; every call is recorded in chat form, whichever API asked);
-* batches concurrent requests into one call of the policy (the batching window is
-  ``batch_wait_s``), so many agents share the model's batch;
+* batches concurrent requests into one call of the policy, so many agents share the model's
+  batch: a batch takes the requests that come within ``batch_wait_s`` of its first; while
+  sessions are open (agent programs, framework agents) it waits instead until every open
+  session has a request pending, here or at a gateway the session is linked to
+  (``open_linked_session``: a graph whose nodes have gateways of their own), at most
+  ``session_wait_s``: the calls of episodes that advance together go to the model together;
 * returns, always, ``prompt_token_ids`` and, per choice, ``token_ids`` and per-token
   ``logprobs`` beside the standard fields (as vLLM's ``return_token_ids`` does);
 * streams (``"stream": true``) as the tokens are sampled: server-sent event chunks of at most
@@ -376,6 +380,10 @@ class _Batcher(threading.Thread):
     """Collects requests for ``wait_s`` after the first, then calls the policy once for all;
     each answer is recorded (``record``) before its request is told.
 
+    ``expected()`` says how many open sessions may be about to ask (None: no session is open);
+    while it is known, a batch is cut once the queue is empty and nobody is about to ask, or
+    ``session_wait_s`` after its first request, whichever comes first.
+
     ``pause()`` holds the batches not yet started (requests wait in the queue) and returns once
     the batch in flight, if any, has finished; ``resume()`` lets them go (a weight sync between
     the two never meets a half-sampled call)."""
@@ -386,12 +394,14 @@ class _Batcher(threading.Thread):
         max_batch_size: int,
         wait_s: float,
         record: Any,
-        expected: Callable[[], int] | None = None,
+        expected: Callable[[], int | None] | None = None,
+        session_wait_s: float = 0.0,
     ):
         super().__init__(daemon=True, name="boltzoo-gateway-batcher")
         self.policy, self.max_batch_size, self.wait_s = policy, max_batch_size, wait_s
+        self.session_wait_s = session_wait_s
         self.record = record
-        self.expected = expected  # how many more requests are on their way (None: unknown)
+        self.expected = expected
         self.requests: queue.Queue[_Pending | None] = queue.Queue()
         self.batch_sizes: deque[int] = deque(maxlen=10_000)  # the recent ones
         self.batches = self.requests_served = 0
@@ -412,18 +422,21 @@ class _Batcher(threading.Thread):
             first = self.requests.get()
             if first is None:
                 return
-            batch, deadline = [first], time.monotonic() + self.wait_s
+            batch, started = [first], time.monotonic()
             while len(batch) < self.max_batch_size:
-                left = deadline - time.monotonic()
-                if self.expected is not None:
+                about_to_ask = self.expected() if self.expected is not None else None
+                if about_to_ask is None:  # nobody known: the plain window
+                    left = started + self.wait_s - time.monotonic()
+                else:
                     # cut the batch as soon as nobody else is about to ask
-                    if self.requests.empty() and self.expected() <= 0:
+                    if self.requests.empty() and about_to_ask <= 0:
                         break
-                    left = min(left, 0.005)
+                    wait_s = max(self.wait_s, self.session_wait_s)
+                    left = min(started + wait_s - time.monotonic(), 0.005)  # (polls)
                 try:
                     item = self.requests.get(timeout=max(0.0, left))
                 except queue.Empty:
-                    if time.monotonic() >= deadline:
+                    if left <= 0.0 or about_to_ask is None:  # the wait is over
                         break
                     continue
                 if item is None:
@@ -665,12 +678,18 @@ class BackgroundServer:
 
 @dataclass
 class _Session:
-    """A session opened by :meth:`Gateway.open_session` (an agent program's rollout)."""
+    """A session opened by :meth:`Gateway.open_session` (an agent program's rollout), or by
+    :func:`open_linked_session` on several gateways at once (one object, shared by them)."""
 
     token: str | None
     on_request: Any = None  # called with no argument on every request (a sign of life)
-    pending: int = 0  # its requests not answered yet
+    pending: int = 0  # its requests not answered yet (at every gateway that shares it)
     env: Any = None  # the env of the turn whose calls these are (its policy's Turn.env)
+    lock: threading.Lock = field(default_factory=threading.Lock)  # (gateways share the count)
+
+    def count(self, change: int) -> None:
+        with self.lock:
+            self.pending += change
 
 
 class Gateway:
@@ -689,10 +708,12 @@ class Gateway:
         api_key: when given, requests must carry it (``Authorization: Bearer <api_key>`` or
             ``x-api-key``), except in a session opened with a token of its own.
         max_batch_size: concurrent requests sampled together at most.
-        batch_wait_s: a batch waits this long after its first request for more; with
-            ``require_session`` it waits up to that long, and only while an open session has no
-            request pending (its program is about to ask: agent programs' calls go to the model
-            together).
+        batch_wait_s: a batch waits this long after its first request for more, while no
+            session is open.
+        session_wait_s: while sessions are open (:meth:`open_session`), a batch waits for more
+            only while an open session has no request pending (its agent is about to ask: the
+            calls of episodes that advance together go to the model together), and at most
+            this long after its first request.
         max_body_bytes: larger request bodies get 413.
         body_timeout_s: a request body not received within this gets 408.
         max_pending: requests waiting for or in the policy beyond this get 429 (with
@@ -718,6 +739,7 @@ class Gateway:
         api_key: str | None = None,
         max_batch_size: int = 64,
         batch_wait_s: float = 0.01,
+        session_wait_s: float = 0.25,
         max_body_bytes: int = 4_000_000,
         body_timeout_s: float = 10.0,
         max_pending: int = 4096,
@@ -752,6 +774,7 @@ class Gateway:
             api_key=api_key,
             max_batch_size=max_batch_size,
             batch_wait_s=batch_wait_s,
+            session_wait_s=session_wait_s,
             max_body_bytes=max_body_bytes,
             body_timeout_s=body_timeout_s,
             max_pending=max_pending,
@@ -770,7 +793,8 @@ class Gateway:
                     max_batch_size,
                     batch_wait_s,
                     self._record,
-                    expected=self._sessions_to_ask if require_session else None,
+                    expected=self._sessions_to_ask,
+                    session_wait_s=session_wait_s,
                 )
         self._sessions: dict[str, _Session] = {}
         self._pending = 0  # requests submitted and not yet answered
@@ -848,8 +872,11 @@ class Gateway:
         ``env``, the policy's turns for its calls carry it (``Turn.env``): a scripted policy
         behind a framework agent then knows the task of each call, however many episodes play
         at once."""
+        self._open(session, _Session(token, on_request, env=env))
+
+    def _open(self, session: str, opened: _Session) -> None:
         with self._lock:
-            self._sessions[session] = _Session(token, on_request, env=env)
+            self._sessions[session] = opened
 
     def close_session(self, session: str) -> list[RecordedCall]:
         """Stop serving ``session`` (later requests get 409, as any unopened session's with
@@ -974,7 +1001,7 @@ class Gateway:
             self._pending += 1
             opened = self._sessions.get(pending.session)
             if opened is not None:
-                opened.pending += 1
+                opened.count(+1)
                 pending.env = opened.env
         pending.future.add_done_callback(lambda _: self._done(pending))
         return pending
@@ -984,11 +1011,14 @@ class Gateway:
             self._pending -= 1
             opened = self._sessions.get(pending.session)
             if opened is not None:
-                opened.pending -= 1
+                opened.count(-1)
 
-    def _sessions_to_ask(self) -> int:
-        """Return how many open sessions have no request pending (each may be about to ask)."""
+    def _sessions_to_ask(self) -> int | None:
+        """Return how many open sessions have no request pending, here or at a gateway they
+        are linked to (each may be about to ask); None while no session is open."""
         with self._lock:
+            if not self._sessions:
+                return None
             return sum(1 for opened in self._sessions.values() if opened.pending <= 0)
 
     def _enqueue(self, pending: _Pending) -> None:
@@ -1332,6 +1362,17 @@ class Gateway:
             return {"session": session, "calls": [c.to_dict() for c in self.pop_calls(session)]}
 
         return app
+
+
+def open_linked_session(gateways: Sequence[Gateway], session: str, env: Any = None) -> None:
+    """Open ``session`` on each of ``gateways`` as one session (a graph whose nodes call
+    gateways of their own): a request of it pending at any of them counts at all, so a gateway
+    waiting to fill a batch knows the session is waiting elsewhere, not about to ask it.
+    ``env`` as in :meth:`Gateway.open_session`; close it on each gateway
+    (:meth:`Gateway.close_session`)."""
+    shared = _Session(None, env=env)
+    for gateway in {id(g): g for g in gateways}.values():
+        gateway._open(session, shared)
 
 
 def _sse_error(status: int, message: str, kind: str) -> bytes:

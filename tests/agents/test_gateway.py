@@ -693,6 +693,99 @@ def test_required_sessions_serve_only_while_open_and_with_their_key(smollm2_toke
     assert len(seen) == 2  # each request let in was a sign of life (not those refused)
 
 
+def test_open_sessions_send_each_wave_of_a_graph_to_its_gateway_as_one_batch(smollm2_tokenizer):
+    """Eight episodes of a two-node graph, each node behind a gateway of its own: every episode
+    asks the first gateway, then spends 0-80 ms on a tool (staggered), then asks the second.
+    With the episodes' sessions open, a gateway waits for every open session that may ask: one
+    batch of 8 at each, however far apart the second calls come; without sessions, the plain
+    10 ms window cuts the second wave up."""
+    import random
+
+    from boltzoo.agents.gateway import open_linked_session
+
+    episodes, message = 8, {"messages": [{"role": "user", "content": "abc"}]}
+    stagger = [random.Random(i).uniform(0.0, 0.08) for i in range(episodes)]
+    sizes = {}
+    for sessions in (False, True):
+        first = Gateway(echo_policy(smollm2_tokenizer), session_wait_s=5.0).start()
+        second = Gateway(echo_policy(smollm2_tokenizer), session_wait_s=5.0).start()
+        try:
+            for i in range(episodes):
+                if sessions:
+                    open_linked_session([first, second], f"ep{i}")
+
+            def episode(i, first, second):
+                for gateway, pause in ((first, stagger[i]), (second, 0.0)):
+                    url = gateway.session_url(f"ep{i}", "node") + "/chat/completions"
+                    assert post(url, message)[0] == 200
+                    time.sleep(pause)  # the tool between the two calls
+                for gateway in (first, second):
+                    gateway.close_session(f"ep{i}")
+
+            threads = [
+                threading.Thread(target=episode, args=(i, first, second)) for i in range(episodes)
+            ]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            sizes[sessions] = (first.batch_sizes, second.batch_sizes)
+        finally:
+            first.close()
+            second.close()
+    assert sizes[True] == ([episodes], [episodes])
+    assert len(sizes[False][1]) > 1
+
+
+def test_a_linked_session_waiting_at_another_gateway_does_not_hold_a_batch(smollm2_tokenizer):
+    """Two episodes of a graph, one waiting at the first gateway (its policy blocked) while the
+    other asks the second: linked, the second gateway knows the first episode is not about to
+    ask it and serves at once; opened apart, it would wait out ``session_wait_s`` (30 s)."""
+    from boltzoo.agents.gateway import open_linked_session
+
+    message = {"messages": [{"role": "user", "content": "abc"}]}
+    blocked = BlockingPolicy(smollm2_tokenizer)
+    first = Gateway(blocked, session_wait_s=30.0).start()
+    second = Gateway(echo_policy(smollm2_tokenizer), session_wait_s=30.0).start()
+    try:
+        open_linked_session([first, second], "waiting")
+        waiting = threading.Thread(
+            target=post, args=(first.session_url("waiting") + "/chat/completions", message)
+        )
+        waiting.start()
+        assert blocked.entered.wait(timeout=10)
+        open_linked_session([first, second], "asking")
+        started = time.monotonic()
+        assert post(second.session_url("asking") + "/chat/completions", message)[0] == 200
+        assert time.monotonic() - started < 15.0
+        blocked.release.set()
+        waiting.join()
+    finally:
+        blocked.release.set()
+        first.close()
+        second.close()
+
+
+def test_an_open_session_that_does_not_ask_holds_a_batch_at_most_session_wait_s(
+    smollm2_tokenizer,
+):
+    message = {"messages": [{"role": "user", "content": "abc"}]}
+    with Gateway(echo_policy(smollm2_tokenizer), session_wait_s=0.5) as gateway:
+        gateway.open_session("idle")  # its agent might ask: the batch waits for it...
+        gateway.open_session("asking")
+        url = gateway.session_url("asking") + "/chat/completions"
+        started = time.monotonic()
+        assert post(url, message)[0] == 200  # ...but not for ever
+        assert time.monotonic() - started >= 0.45
+    with Gateway(echo_policy(smollm2_tokenizer), session_wait_s=30.0) as gateway:
+        gateway.open_session("idle")
+        gateway.open_session("asking")
+        gateway.close_session("idle")  # a closed session is waited for no longer
+        started = time.monotonic()
+        assert post(gateway.session_url("asking") + "/chat/completions", message)[0] == 200
+        assert time.monotonic() - started < 15.0  # served without waiting out the 30 s
+
+
 @pytest.mark.slow
 def test_paused_gateway_holds_new_calls_and_waits_for_those_in_flight(smollm2_tokenizer):
     policy = BlockingPolicy(smollm2_tokenizer)
