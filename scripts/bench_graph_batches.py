@@ -70,7 +70,7 @@ def play(
     the figures of the run."""
     gateways = {
         node: Gateway(models[node], model_name=node, session_wait_s=wait_s).start()
-        for node in dict.fromkeys(models)
+        for node in models
     }
     try:
         for node, gateway in gateways.items():
@@ -148,8 +148,7 @@ def main() -> None:
         # RL's layout: the writer's and the rewriter's samplers, the checker on the frozen one
         models = {node: model() for node in NODES}
     else:
-        shared = model()
-        models = {"all": shared}
+        models = {"all": model()}
     log = BatchLog()
     tasks = list(range(args.tasks))
     play(models, args.session_wait_s[0], tasks[:2], args, log)  # warm-up, untimed

@@ -394,8 +394,8 @@ class _Batcher(threading.Thread):
         max_batch_size: int,
         wait_s: float,
         record: Any,
-        expected: Callable[[], int | None] | None = None,
-        session_wait_s: float = 0.0,
+        expected: Callable[[], int | None],
+        session_wait_s: float,
     ):
         super().__init__(daemon=True, name="boltzoo-gateway-batcher")
         self.policy, self.max_batch_size, self.wait_s = policy, max_batch_size, wait_s
@@ -424,7 +424,7 @@ class _Batcher(threading.Thread):
                 return
             batch, started = [first], time.monotonic()
             while len(batch) < self.max_batch_size:
-                about_to_ask = self.expected() if self.expected is not None else None
+                about_to_ask = self.expected()
                 if about_to_ask is None:  # nobody known: the plain window
                     left = started + self.wait_s - time.monotonic()
                 else:
