@@ -90,9 +90,30 @@ def success_by(episodes: Sequence[Episode], tasks: Sequence[Any], field: str) ->
         ValueError: When the tasks have no such attribute (the message lists theirs).
     """
     pools = task_pools(tasks, field)
+    return _success_by_value(episodes, [pools[e.task_index] for e in episodes])
+
+
+def success_by_info(episodes: Sequence[Episode], key: str) -> dict[str, Any]:
+    """Return ``{value: {"episodes": n, "success_rate": r}}`` over the values of ``key`` in each
+    episode's last info (what the env reports at the end: rag-v0's ``supporting_retrieved``,
+    math-v0's ``tool_calls``...), hardest first: where the failures are, not only how many. An
+    episode whose last step lacks the key (a failed one) counts under ``"-"``.
+
+    Raises:
+        ValueError: When no episode's last info has the key (the message lists the keys).
+    """
+    last = [e.steps[-1].info if e.steps else {} for e in episodes]
+    if last and not any(key in info for info in last):
+        keys = sorted({k for info in last for k in info})
+        raise ValueError(f"no episode's last info has {key!r}; theirs: {', '.join(keys)}")
+    return _success_by_value(episodes, [str(info.get(key, "-")) for info in last])
+
+
+def _success_by_value(episodes: Sequence[Episode], values: Sequence[str]) -> dict[str, Any]:
+    """Return the success of the episodes grouped by their ``values`` (one each), hardest first."""
     groups: dict[str, list[Episode]] = {}
-    for episode in episodes:
-        groups.setdefault(pools[episode.task_index], []).append(episode)
+    for episode, value in zip(episodes, values, strict=True):
+        groups.setdefault(value, []).append(episode)
     rows = {value: summarize(group) for value, group in groups.items()}
     order = sorted(rows, key=lambda value: (rows[value]["success_rate"], value))
     return {
@@ -272,6 +293,17 @@ def play(args: argparse.Namespace) -> tuple[list[Episode], dict[str, Any]]:
     return episodes, summary
 
 
+def _add_by_info(args: argparse.Namespace, episodes: list[Episode], summary: dict) -> None:
+    """Add ``--by-info``'s breakdown to ``summary["by"]`` (after a rollout has written the
+    episodes: a key no episode has fails then, and loses nothing)."""
+    if args.by_info:
+        try:
+            rows = success_by_info(episodes, args.by_info)
+        except ValueError as error:
+            raise SystemExit(f"boltzoo: --by-info: {error}") from None
+        summary.setdefault("by", {})[f"info:{args.by_info}"] = rows
+
+
 def _print_summary(args: argparse.Namespace, summary: dict[str, Any]) -> None:
     if args.json:
         print(json.dumps(summary))
@@ -290,7 +322,8 @@ def _print_summary(args: argparse.Namespace, summary: dict[str, Any]) -> None:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    _, summary = play(args)
+    episodes, summary = play(args)
+    _add_by_info(args, episodes, summary)
     _print_summary(args, summary)
     return 0
 
@@ -300,6 +333,7 @@ def cmd_rollout(args: argparse.Namespace) -> int:
 
     episodes, summary = play(args)
     save_episodes(args.out, episodes)
+    _add_by_info(args, episodes, summary)
     _print_summary(args, summary)
     if not args.json:
         print(f"wrote {len(episodes)} episodes to {args.out}")
@@ -727,6 +761,13 @@ def _play_arguments(parser: argparse.ArgumentParser, split: str) -> None:
         metavar="FIELD",
         help="also give success per value of a task field, hardest first (template, level, "
         "db_id, hops...)",
+    )
+    parser.add_argument(
+        "--by-info",
+        default=None,
+        metavar="KEY",
+        help="also give success per value of a key of the episodes' last info, hardest first "
+        "(rag-v0's supporting_retrieved: retrieval misses apart from wrong readings)",
     )
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -342,6 +342,27 @@ def test_eval_by_a_task_field_gives_success_per_value_hardest_first(capsys):
     assert lines[2].split() == ["medium", "60", f"{summary['success_rate']:.1%}"]
 
 
+def test_eval_by_info_groups_episodes_by_their_last_info(capsys):
+    # grouped by the info "success" itself, every right episode must land under True and every
+    # wrong one under False; the groups add up to the whole
+    args = ["eval", "math-v0", "--policy", "naive", "--episodes", "60", "-e", "level=medium"]
+    assert main([*args, "--quiet", "--by-info", "success", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    rows = summary["by"]["info:success"]
+    assert list(rows) == ["False", "True"]  # hardest first
+    assert rows["True"]["success_rate"] == 1.0 and rows["False"]["success_rate"] == 0.0
+    assert rows["True"]["episodes"] == round(summary["success_rate"] * 60) > 0
+    assert rows["True"]["episodes"] + rows["False"]["episodes"] == 60
+
+
+def test_rollout_by_an_info_key_no_episode_has_fails_after_writing_them(tmp_path, capsys):
+    out = tmp_path / "episodes.jsonl"
+    argv = ["rollout", "math-v0", "--policy", "oracle", "--episodes", "3", "--quiet"]
+    with pytest.raises(SystemExit, match="no episode's last info has 'colour'; theirs: .*turns"):
+        main([*argv, "--by-info", "colour", "--out", str(out)])
+    assert len(out.read_text().splitlines()) == 3  # the played episodes are kept
+
+
 def test_eval_by_a_field_the_tasks_lack_fails_before_playing(capsys, monkeypatch):
     import boltzoo.cli as cli
 
