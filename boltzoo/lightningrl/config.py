@@ -405,7 +405,7 @@ class TrainerConfig(RunConfig):
     pack_calls: bool = _help(
         "consecutive calls of one agent in an episode whose token ids continue each other "
         "(prompt 2 = prompt 1 + response 1 + tool output) are one sequence in the learner: one "
-        "forward pass, each call's tokens with its own advantage (token aggregation only)",
+        "forward pass, each call's tokens with its own advantage (token and sequence aggregation)",
         default=True,
     )
     share_prompts: bool = _help(

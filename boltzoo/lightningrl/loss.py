@@ -57,6 +57,7 @@ def aggregate(
     mask: torch.Tensor,
     aggregation: str = "token",
     episode_ids: Sequence[str] | None = None,
+    calls: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Return the mean of per-token ``values`` over the real tokens, by ``aggregation``.
 
@@ -64,11 +65,24 @@ def aggregate(
     then the mean over sequences; "episode": sequence means averaged per episode
     (``episode_ids``, one per sequence), then over episodes. Sequences without real tokens do not
     count. Masked positions never reach the result (``values`` there may hold anything finite).
+    With ``calls`` ((B, T) integers: the call each token belongs to, numbered across the batch),
+    "sequence" means each call's token mean, then the mean over calls: the calls packed into one
+    sequence (``pack_calls``) weigh as they would apart.
     """
     mask = mask.to(values.dtype)
     if aggregation == "token":
         # L = sum_{b,t} m_bt x_bt / sum_{b,t} m_bt
         return (values * mask).sum() / mask.sum().clamp(min=1)
+    if aggregation == "sequence" and calls is not None:
+        real = mask.bool()
+        ids, x = calls[real], values[real]
+        if not ids.numel():
+            return (values * mask).sum()  # zero, still in the graph
+        sums = x.new_zeros(int(ids.max()) + 1).index_add(0, ids, x)
+        counts = x.new_zeros(sums.shape).index_add(0, ids, torch.ones_like(x))
+        present = counts > 0
+        # L = mean_c x_c,   x_c = sum_{t in c} x_t / |c|
+        return (sums[present] / counts[present]).mean()
     lengths = mask.sum(dim=1)
     has_tokens = lengths > 0
     # x_b = sum_t m_bt x_bt / sum_t m_bt
@@ -108,6 +122,7 @@ def policy_loss(
     entropy_coef: float = 0.0,
     aggregation: str = "token",
     episode_ids: Sequence[str] | None = None,
+    calls: torch.Tensor | None = None,
 ) -> LossOutput:
     """Return the clipped policy-gradient loss of a batch of calls, and its parts.
 
@@ -128,6 +143,7 @@ def policy_loss(
         entropy: (B, T) token entropies.
         entropy_coef: the loss subtracts entropy_coef * entropy.
         aggregation: "token", "sequence" or "episode" (with episode_ids); see :func:`aggregate`.
+        calls: (B, T) the call each token belongs to (packed sequences), for "sequence".
     """
     if logprobs.shape != old_logprobs.shape or logprobs.shape != mask.shape:
         raise ValueError(
@@ -165,21 +181,27 @@ def policy_loss(
     # dual clip, for A < 0: pg = min(pg, -c * A)
     if dual_clip is not None:
         pg = torch.where(A < 0, torch.min(pg, -dual_clip * A), pg)
-    pg_loss = aggregate(pg, mask, aggregation, episode_ids)
+    pg_loss = aggregate(pg, mask, aggregation, episode_ids, calls)
     loss = pg_loss
 
     kl = torch.zeros((), dtype=logprobs.dtype)
     if ref_logprobs is not None:
         ref = torch.where(real, ref_logprobs.detach(), logprobs.detach())  # KL 0 on padding
         # kl_t = k(logp_t, logp_ref_t); loss += kl_coef * mean(kl)
-        kl = aggregate(kl_penalty(logprobs, ref, kl_estimator), mask, aggregation, episode_ids)
+        kl = aggregate(
+            kl_penalty(logprobs, ref, kl_estimator), mask, aggregation, episode_ids, calls
+        )
         loss = loss + kl_coef * kl
 
     mean_entropy = torch.zeros((), dtype=logprobs.dtype)
     if entropy is not None:
         # loss -= entropy_coef * mean(H)
         mean_entropy = aggregate(
-            torch.where(real, entropy, torch.zeros_like(entropy)), mask, aggregation, episode_ids
+            torch.where(real, entropy, torch.zeros_like(entropy)),
+            mask,
+            aggregation,
+            episode_ids,
+            calls,
         )
         loss = loss - entropy_coef * mean_entropy
 

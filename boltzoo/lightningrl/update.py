@@ -156,8 +156,10 @@ class Learner:
         local: dict[str, float] = {}
         covered = 0.0
         # Calls that continue each other share one forward pass (the token mean allows it: a
-        # token weighs the same wherever it sits); sequence and episode means keep calls apart.
-        rows = pack_calls(transitions, merge=cfg.pack_calls and cfg.aggregation == "token")
+        # token weighs the same wherever it sits; so does the sequence mean, taken per call);
+        # episode means keep calls apart.
+        packable = cfg.aggregation in ("token", "sequence")
+        rows = pack_calls(transitions, merge=cfg.pack_calls and packable)
         batches = micro_batches(
             rows, self.micro_batch_tokens, by_episode=by_episode, share_prompts=cfg.share_prompts
         )
@@ -207,11 +209,14 @@ class Learner:
         # calls whose backend gave none: their ratio is then 1).
         old = logprobs.detach().clone()
         advantages = torch.zeros_like(old)
-        for i, row in enumerate(batch):
-            for call, begin, end in call_spans(row, logprobs.shape[1]):
-                advantages[i, begin:end] = call.advantage
-                if call.logprobs is not None:
-                    old[i, begin:end] = torch.tensor(call.logprobs, device=old.device)
+        calls = torch.zeros(old.shape, dtype=torch.long, device=old.device)  # each token's call
+        width = old.shape[1]
+        spans = [(i, *span) for i, row in enumerate(batch) for span in call_spans(row, width)]
+        for number, (i, call, begin, end) in enumerate(spans):
+            advantages[i, begin:end] = call.advantage
+            calls[i, begin:end] = number
+            if call.logprobs is not None:
+                old[i, begin:end] = torch.tensor(call.logprobs, device=old.device)
         return policy_loss(
             logprobs,
             old,
@@ -227,6 +232,7 @@ class Learner:
             entropy_coef=cfg.entropy_coef,
             aggregation=cfg.aggregation,
             episode_ids=[row.episode_id for row in batch],
+            calls=calls,
         )
 
     def cross_entropy_backward(

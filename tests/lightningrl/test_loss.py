@@ -149,6 +149,19 @@ def test_aggregate_skips_sequences_without_tokens():
     assert aggregate(values, mask, "episode", ["a", "a", "b"]).item() == pytest.approx(2.0)
 
 
+def test_sequence_aggregation_with_calls_averages_each_call_apart():
+    # row 0 packs two calls (tokens 0-1: call 0, token 3: call 1; token 2 a tool's output, no
+    # response token); row 1 is call 2: means 2, 6, 1 -> 3, where the row means give (2, 1)
+    values = torch.tensor([[1.0, 3.0, 9.0, 6.0], [1.0, 0.0, 0.0, 0.0]])
+    mask = torch.tensor([[1, 1, 0, 1], [1, 0, 0, 0]])
+    calls = torch.tensor([[0, 0, 0, 1], [2, 0, 0, 0]])
+    assert aggregate(values, mask, "sequence", calls=calls).item() == pytest.approx(3.0)
+    assert aggregate(values, mask, "sequence").item() == pytest.approx((10 / 3 + 1) / 2)
+    # numbers no real token carries do not count as calls; no real token at all gives 0
+    assert aggregate(values, mask, "sequence", calls=calls * 3).item() == pytest.approx(3.0)
+    assert aggregate(values, torch.zeros_like(mask), "sequence", calls=calls).item() == 0.0
+
+
 def kl_run(estimator):
     # old = new (ratio 1) and A = 0, so the loss is the KL term alone.
     logprobs = torch.tensor([[-1.0, -2.0]], dtype=torch.float64, requires_grad=True)

@@ -64,9 +64,12 @@ def test_packed_logprobs_equal_each_call_scored_alone(two_turn_calls, smollm2_to
         torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("aggregation", ["token", "sequence"])
 def test_a_packed_update_has_the_gradient_of_the_calls_one_by_one(
-    tmp_path, two_turn_calls, smollm2_tokenizer
+    tmp_path, two_turn_calls, smollm2_tokenizer, aggregation
 ):
+    # with the sequence mean, each call of a packed row must still weigh as one sequence
+    # (its tokens' mean), not the row as one: the calls here differ in length and advantage
     config = TrainerConfig(
         env="math-v0",
         model="tiny",
@@ -74,6 +77,7 @@ def test_a_packed_update_has_the_gradient_of_the_calls_one_by_one(
         progress=False,
         lora_r=0,
         sampler="shared",
+        aggregation=aggregation,
     )
     trainer = Trainer(config, model=tiny_model(len(smollm2_tokenizer)), tokenizer=smollm2_tokenizer)
     model = trainer.weights.modules["policy"]
