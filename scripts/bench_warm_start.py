@@ -54,6 +54,7 @@ from typing import Any
 
 from benchlib import train, write_record
 from boltzoo.cli import FRAMEWORK_POLICIES
+from boltzoo.lightningrl.config import TrainerConfig, choices
 
 
 def boltzoo(*args: str) -> None:
@@ -233,6 +234,14 @@ def main() -> None:
     parser.add_argument("--sft-lr", type=float, default=5e-4)
     parser.add_argument("--minutes", type=float, default=10.0, help="RL training minutes")
     parser.add_argument("--lr", type=float, default=1e-4, help="RL learning rate")
+    parser.add_argument(
+        "--aggregation",
+        choices=choices(TrainerConfig)["aggregation"],
+        default=TrainerConfig.aggregation,
+        help="RL: the loss's mean over tokens, or over calls (each its tokens' mean), or over "
+        "episodes (boltzoo train's; e.g. sequence where long boilerplate calls outnumber the "
+        "short ones that decide, as a tool call's JSON beside a short answer)",
+    )
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--tasks-per-step", type=int, default=8)
@@ -338,7 +347,8 @@ def main() -> None:
         "--max-train-minutes", str(args.minutes), "--steps", "1000",
         "--tasks-per-step", str(args.tasks_per_step), "--group-size", str(args.group_size),
         "--max-new-tokens", str(args.max_new_tokens), "--temperature", str(args.temperature),
-        "--lr", str(args.lr), "--sampler", "copy", "--sampler-precision", "bf16",
+        "--lr", str(args.lr), "--aggregation", args.aggregation,
+        "--sampler", "copy", "--sampler-precision", "bf16",
         "--precision", "bf16", "--eval-every", str(args.eval_every),
         "--eval-tasks", str(args.eval_tasks),
         "--save-every", "0", *lora, *replay,
