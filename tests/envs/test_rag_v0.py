@@ -161,3 +161,17 @@ def test_hops_keeps_only_questions_of_that_many_hops():
     assert both == every
     with pytest.raises(DatasetError, match="hops"):
         boltzoo.make("rag-v0", split="test", hops=5, retriever="bm25")
+
+
+@pytest.mark.parametrize("question_search", [True, False])
+def test_the_answerer_alone_starts_with_the_question_s_passages_or_none(question_search):
+    # question_search=False is for an answerer with the search tool: it must find every passage
+    env = boltzoo.make(
+        "rag-v0", split="test", agents=("answerer",), retriever="bm25",
+        question_search=question_search,
+    )  # fmt: skip
+    env.reset(seed=0)
+    passages = env.observe("answerer")["messages"][-1]["content"]
+    assert ("(no passages found)" in passages) is not question_search
+    assert (env.infos["answerer"]["retrieved"] > 0) is question_search
+    api_test(env, num_cycles=20)

@@ -569,30 +569,42 @@ def test_resuming_a_finished_warm_start_trains_and_evaluates_nothing_again(
     assert (tmp_path / "sft" / "metrics.jsonl").read_text() == metrics
 
 
-FRAMEWORK_ORACLES = {  # framework -> (env, its agent, env kwargs, the tool its calls use)
-    "autogen": ("math-v0", "solver", {"level": "easy", "max_turns": 1}, "calculator"),
+FRAMEWORK_ORACLES = {  # case -> (framework, env, its agent, env kwargs, the tool its calls use)
+    "autogen": ("autogen", "math-v0", "solver", {"level": "easy", "max_turns": 1}, "calculator"),
     "openai-agents": (
-        "rag-v0", "answerer", {"agents": ["answerer"], "retriever": "bm25"}, "search"
+        "openai-agents",
+        "rag-v0",
+        "answerer",
+        {"agents": ["answerer"], "retriever": "bm25"},
+        "search",
+    ),
+    # no search with the question first: the agent's own searches find every passage
+    "openai-agents-searches-all": (
+        "openai-agents",
+        "rag-v0",
+        "answerer",
+        {"agents": ["answerer"], "retriever": "bm25", "question_search": False},
+        "search",
     ),
 }
 
 
-@pytest.mark.parametrize("framework", sorted(FRAMEWORK_ORACLES))
+@pytest.mark.parametrize("case", sorted(FRAMEWORK_ORACLES))
 @pytest.mark.slow
 def test_oracle_demonstrations_played_through_a_framework_are_its_tokens(
-    tmp_path, smollm2_tokenizer, framework
+    tmp_path, smollm2_tokenizer, case
 ):
     # `boltzoo rollout ENV --policy FRAMEWORK --oracle`: the env's oracle answers each of the
     # framework agent's model calls (tool calls, then the answer), so the recorded calls hold
     # the prompts the framework sent, with its own system message and the tools' results, and
     # the warm start learns exactly those tokens (not the env's own text protocol).
+    framework, env_id, agent, env_kwargs, tool = FRAMEWORK_ORACLES[case]
     pytest.importorskip("autogen_agentchat" if framework == "autogen" else "agents")
     from boltzoo.agents.examples import instructions
     from boltzoo.cli import main
 
-    env_id, agent, env_kwargs, tool = FRAMEWORK_ORACLES[framework]
     demos = tmp_path / "demos.jsonl"
-    flags = [f"-e{k}={json.dumps(v) if isinstance(v, list) else v}" for k, v in env_kwargs.items()]
+    flags = [f"-e{k}={json.dumps(v)}" for k, v in env_kwargs.items()]
     command = ["rollout", env_id, "--policy", framework, "--oracle", "--episodes", "4"]
     assert main([*command, *flags, "--split", "train", "--out", str(demos), "--quiet"]) == 0
     episodes = load_episodes(demos)
@@ -607,6 +619,9 @@ def test_oracle_demonstrations_played_through_a_framework_are_its_tokens(
         # the last prompt holds the tool's results, as the env computed them for the framework
         last = smollm2_tokenizer.decode(final.prompt_token_ids)
         assert last.count("tool\n") >= len(tool_calls)
+        if env_kwargs.get("question_search") is False:  # one search per hop, none by the env
+            assert "(no passages found)" in first
+            assert episode.steps[-1].info["supporting_retrieved"] >= 2  # every question's hops
     calls = [call for e in episodes for call in e.steps[0].action.inner_calls]
 
     trainer = SFTTrainer(
