@@ -73,7 +73,8 @@ supporting passage a search brings in for the first time; it never changes ``sco
 
 ## Version history
 
-* v0: first version.
+* v0: first version (``question_search`` added on 2026-12-07; its default keeps the
+  earlier behaviour).
 """
 
 from __future__ import annotations
