@@ -38,7 +38,9 @@ figures to ``--out`` and the RL run's curves (``boltzoo plot``) into the run fol
 DIR`` copies the runs' records (``metrics.jsonl``, ``config.json``, the plots; not the
 weights) to ``DIR/sft``, ``DIR/sft_review`` and ``DIR/rl``. With ``--eval-every K`` the RL run
 also evaluates held-out every K steps (its first evaluation is RL's starting point, its last
-the result).
+the result). ``--resume`` continues an earlier run of the same command in ``--run-dir`` (killed,
+or stopped by a smaller ``--minutes``): the demonstrations already recorded are kept, the SFT
+passes and the RL run continue from their last checkpoints, RL to the ``--minutes`` given now.
 """
 
 from __future__ import annotations
@@ -275,12 +277,21 @@ def main() -> None:
         help="count right answers by this task field (default: template, where the tasks have one)",
     )
     parser.add_argument("--run-dir", type=Path, default=None)
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the earlier run in --run-dir (its RL to --minutes)",
+    )
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--keep", type=Path, default=None, help="copy the runs' records here")
     args = parser.parse_args()
     run_dir = args.run_dir or Path("runs") / f"bench-{args.out.stem}"
-    if run_dir.exists() and any(run_dir.iterdir()):
-        raise SystemExit(f"{run_dir} holds an earlier run: remove it, or pick another folder")
+    if args.resume and not run_dir.is_dir():
+        raise SystemExit(f"--resume: {run_dir} holds no run to continue")
+    if not args.resume and run_dir.exists() and any(run_dir.iterdir()):
+        raise SystemExit(
+            f"{run_dir} holds an earlier run: remove it, pick another folder, or --resume it"
+        )
     if args.review_demos and not (args.framework and args.reviewers):
         raise SystemExit("--review-demos needs --framework and --reviewers")
     env_kwargs = json.loads(args.env_kwargs)
@@ -306,7 +317,8 @@ def main() -> None:
         replay = ["--replay-demos", str(demos), "--replay-calls", str(args.replay_calls)]
         replay += ["--replay-coef", "1.0"]
 
-    if not args.warm_start_from:
+    resume = ["--resume"] if args.resume else []
+    if not args.warm_start_from and not (args.resume and episode_count(demos) == args.demos):
         boltzoo("rollout", args.env, "--policy", *oracle, "--split", "train", "--episodes",
                 str(args.demos), "--seed", str(args.seed), *env_args, "--out", str(demos),
                 "--quiet")  # fmt: skip
@@ -318,22 +330,24 @@ def main() -> None:
     if not args.warm_start_from:
         boltzoo("sft", args.env, "--model", args.model, *init, "--demos", str(demos),
                 "--output-dir", str(sft_dir), "--epochs", str(args.sft_epochs), *sft,
-                *sft_agents)  # fmt: skip
+                *sft_agents, *resume)  # fmt: skip
     warm: Path | dict[str, str] = sft_dir
     if args.review_demos and not args.warm_start_from:
         # the warm start plays, the oracle reviews; the reviewers learn its answers
         review_temperature = args.review_temperature
         if review_temperature is None:
             review_temperature = args.temperature
-        boltzoo("export", str(sft_dir), str(model_dir))
-        boltzoo("rollout", args.env, "--policy", args.framework, "--model", str(model_dir),
-                "--oracle", args.reviewers, "--split", "train", "--episodes",
-                str(args.review_demos), "--seed", str(args.seed), "--temperature",
-                str(review_temperature), "--max-new-tokens", str(args.max_new_tokens), *env_args,
-                "--out", str(reviews), "--quiet")  # fmt: skip
+        if not (args.resume and episode_count(reviews) == args.review_demos):
+            boltzoo("export", str(sft_dir), str(model_dir))
+            boltzoo("rollout", args.env, "--policy", args.framework, "--model", str(model_dir),
+                    "--oracle", args.reviewers, "--split", "train", "--episodes",
+                    str(args.review_demos), "--seed", str(args.seed), "--temperature",
+                    str(review_temperature), "--max-new-tokens", str(args.max_new_tokens),
+                    *env_args, "--out", str(reviews), "--quiet")  # fmt: skip
         boltzoo("sft", args.env, "--model", args.model, "--init-from", str(sft_dir), "--demos",
                 str(reviews), "--output-dir", str(review_dir), "--epochs",
-                str(args.review_epochs), *sft, "--train-agents", json.dumps(reviewers))  # fmt: skip
+                str(args.review_epochs), *sft, "--train-agents", json.dumps(reviewers),
+                *resume)  # fmt: skip
     if args.review_demos:
         warm = review_dir
     policy_map = json.loads(args.policy_map) if args.policy_map else {}
@@ -354,7 +368,7 @@ def main() -> None:
         "--save-every", "0", *lora, *replay,
         *(["--frozen-policy", args.frozen_policy] if args.frozen_policy else []),
         *(["--policy-map", args.policy_map] if policy_map else []),
-    ])  # fmt: skip
+    ], resume=args.resume)  # fmt: skip
     boltzoo("plot", str(rl_dir))
     stages = tuple(stage for stage in STAGES if stage in args.stages)
     figures = {split: held_out(rl_dir, warm, split, by, stages) for split in args.splits}

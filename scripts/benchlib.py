@@ -81,19 +81,20 @@ def write_record(path: Path, rows: list[dict[str, Any]], **extra: Any) -> None:
     print(f"wrote {path}")
 
 
-def train(run_dir: Path, cli_args: list[str]) -> list[dict[str, Any]]:
+def train(run_dir: Path, cli_args: list[str], resume: bool = False) -> list[dict[str, Any]]:
     """Run ``boltzoo train ... --output-dir run_dir`` (printing it); return its metrics rows.
 
-    ``run_dir`` must not hold an earlier run: its metrics and checkpoints would mix with this
-    one's.
+    ``run_dir`` must not hold an earlier run (its metrics and checkpoints would mix with this
+    one's), unless ``resume``: then the run there continues from its last checkpoint
+    (``boltzoo train --resume``, the flags given here on top of its saved config).
     """
     from boltzoo.lightningrl.report import read_metrics
 
-    if run_dir.exists() and any(run_dir.iterdir()):
+    if not resume and run_dir.exists() and any(run_dir.iterdir()):
         raise SystemExit(f"{run_dir} holds an earlier run: remove it, or pick another folder")
 
     command = [sys.executable, "-m", "boltzoo.cli", "train", *cli_args]
-    command += ["--output-dir", str(run_dir)]
+    command += ["--output-dir", str(run_dir), *(["--resume"] if resume else [])]
     print("$ boltzoo train", " ".join(shlex.quote(a) for a in command[4:]), flush=True)
     subprocess.run(command, check=True)
     return read_metrics(run_dir)

@@ -1,5 +1,5 @@
-"""scripts/bench_warm_start.py's choices that are not a run: which warm start each policy of a
-policy map starts from."""
+"""scripts/bench_warm_start.py: which warm start each policy of a policy map starts from, and a
+run continued with ``--resume``."""
 
 from __future__ import annotations
 
@@ -40,3 +40,55 @@ def test_each_policy_starts_from_the_pass_that_taught_its_agents(bench):
         bench.policy_warm_starts(
             {"writer": "shared", "rewriter": "shared"}, ["rewriter"], first, second
         )
+
+
+@pytest.mark.slow
+def test_resume_continues_the_rl_run_and_keeps_what_was_done(
+    bench, tmp_path, smollm2_tokenizer, monkeypatch
+):
+    """A run stopped by its ``--minutes`` (or killed) continues with ``--resume``: the
+    demonstrations and the warm start are not made again, RL goes on from its checkpoint (its
+    steps continue, none is done twice) to the new ``--minutes``, and the record counts every
+    step of the run."""
+    import json
+
+    from boltzoo.agents.models import tiny_model
+
+    model_dir, run_dir = tmp_path / "model", tmp_path / "run"
+    tiny_model(len(smollm2_tokenizer), seed=0).save_pretrained(model_dir)
+    smollm2_tokenizer.save_pretrained(model_dir)
+    out = tmp_path / "held_out.json"
+
+    def run(minutes: float, *extra: str) -> None:
+        argv = ["bench_warm_start.py", "math-v0", "--model", str(model_dir), "--demos", "4",
+                "--env-kwargs", '{"level": "easy", "max_turns": 1}', "--minutes", str(minutes),
+                "--tasks-per-step", "2", "--group-size", "2", "--max-new-tokens", "8",
+                "--eval-tasks", "2", "--stages", "rl", "--run-dir", str(run_dir),
+                "--out", str(out), *extra]  # fmt: skip
+        monkeypatch.setattr("sys.argv", argv)
+        bench.main()
+
+    def steps() -> list[dict]:
+        lines = (run_dir / "rl" / "metrics.jsonl").read_text().splitlines()
+        return [row for row in map(json.loads, lines) if "reward" in row]
+
+    run(0.0001)  # one step: the clock has passed the limit after it
+    assert [row["step"] for row in steps()] == [1]
+    demos = (run_dir / "demos.jsonl").read_text()
+    sft_metrics = (run_dir / "sft" / "metrics.jsonl").read_text()
+    with pytest.raises(SystemExit, match="holds an earlier run"):
+        run(1.0)  # without --resume the folder is not run over
+    # one more step: the limit sits just past the first step's training time
+    run(steps()[0]["train_seconds"] / 60 + 1e-6, "--resume")
+    assert [row["step"] for row in steps()] == [1, 2]
+    assert steps()[1]["train_seconds"] > steps()[0]["train_seconds"]
+    assert (run_dir / "demos.jsonl").read_text() == demos  # not recorded again
+    assert (run_dir / "sft" / "metrics.jsonl").read_text() == sft_metrics  # not trained again
+    record = json.loads(out.read_text())
+    assert record["rl_steps"] == 2 and "--resume" in record["command"]
+    assert (run_dir / "rl" / "checkpoints" / "latest").read_text().strip() == "step-000002"
+    with pytest.raises(SystemExit, match="holds no run to continue"):
+        monkeypatch.setattr("sys.argv", ["bench_warm_start.py", "math-v0", "--resume",
+                                         "--run-dir", str(tmp_path / "none"), "--out",
+                                         str(out)])  # fmt: skip
+        bench.main()
