@@ -27,6 +27,7 @@ Checkpoints (``checkpoint.py``) make runs resumable after a kill.
 from __future__ import annotations
 
 import json
+import math
 import random
 import time
 from pathlib import Path
@@ -383,7 +384,7 @@ class Trainer:
         print(f"LightningRL config:\n{json.dumps(cfg.to_dict(), indent=2)}", flush=True)
         history = []
         bar = tqdm(
-            total=cfg.steps,
+            total=self.expected_steps(),
             initial=self.step,
             desc="lightningrl",
             unit="step",
@@ -399,6 +400,7 @@ class Trainer:
                     metrics.update(self.evaluate())  # and always after the last step
                 self.logs.log(metrics)
                 history.append(metrics)
+                bar.total = self.expected_steps()  # (a time limit's estimate, refined each step)
                 bar.update(1)
                 bar.set_postfix(reward=f"{metrics['reward']:.3f}", score=f"{metrics['score']:.3f}")
                 if cfg.save_every and self.step % cfg.save_every == 0:
@@ -409,6 +411,19 @@ class Trainer:
             bar.close()
             self.logs.close()
         return history
+
+    def expected_steps(self) -> int | None:
+        """Return the step the run will end at: ``config.steps``, or with ``max_train_minutes``
+        the steps its time holds at the mean step time so far (None before the first step: not
+        known yet), whichever comes first."""
+        limit = self.config.max_train_minutes
+        if limit is None:
+            return self.config.steps
+        if self.step == 0:
+            return None
+        left = max(0.0, 60 * limit - self.train_seconds)
+        more = math.ceil(left / (self.train_seconds / self.step)) if self.train_seconds else 0
+        return min(self.config.steps, self.step + more)
 
     def out_of_time(self) -> bool:
         """Return whether the training time has passed ``config.max_train_minutes``."""

@@ -336,3 +336,34 @@ def test_each_step_writes_samples_of_what_the_model_wrote_and_the_credit_it_got(
     assert all(r["agent"] == "writer" and r["response"] and "prompt_end" in r for r in rows)
     assert all(isinstance(r["reward"], float) and isinstance(r["advantage"], float) for r in rows)
     assert len({r["episode_id"] for r in rows if r["step"] == 1}) == 3  # spread over episodes
+
+
+def test_a_time_limited_run_expects_the_steps_its_time_holds(
+    tmp_path, trainer_config, smollm2_tokenizer
+):
+    # The progress bar's total (and so its time estimate): with max_train_minutes, the steps the
+    # time left holds at the mean step time so far, not config.steps (a run of "1000 steps"
+    # that stops after 18 would show an estimate of days); unknown before the first step.
+    def trainer(config):
+        model = tiny_model(len(smollm2_tokenizer))
+        return Trainer(config, model=model, tokenizer=smollm2_tokenizer)
+
+    with trainer(trainer_config(tmp_path, steps=1000)) as run:
+        assert run.expected_steps() == 1000  # no time limit: the steps asked for
+    config = trainer_config(tmp_path / "timed", steps=1000, max_train_minutes=1.0)
+    with trainer(config) as run:
+        assert run.expected_steps() is None
+        run.step, run.train_seconds = 2, 20.0  # 10 s a step, 40 s left: 4 more
+        assert run.expected_steps() == 6
+        run.step, run.train_seconds = 3, 45.0  # 15 s a step, 15 s left: 1 more
+        assert run.expected_steps() == 4
+        run.step, run.train_seconds = 5, 61.0  # the limit passed: this is the last
+        assert run.expected_steps() == 5
+        run.config.steps = 3  # steps end it sooner than the time
+        run.step, run.train_seconds = 1, 1.0
+        assert run.expected_steps() == 3
+    # a real run: its one step passes a limit of 6 ms, and the estimate says it ends there
+    config = trainer_config(tmp_path / "real", steps=1000, max_train_minutes=0.0001)
+    with trainer(config) as run:
+        assert len(run.train()) == 1
+        assert run.expected_steps() == run.step == 1
