@@ -40,7 +40,8 @@ weights) to ``DIR/sft``, ``DIR/sft_review`` and ``DIR/rl``. With ``--eval-every 
 also evaluates held-out every K steps (its first evaluation is RL's starting point, its last
 the result). ``--resume`` continues an earlier run of the same command in ``--run-dir`` (killed,
 or stopped by a smaller ``--minutes``): the demonstrations already recorded are kept, the SFT
-passes and the RL run continue from their last checkpoints, RL to the ``--minutes`` given now.
+passes and the RL run continue from their last checkpoints (RL saves one every ``--save-every``
+steps), RL to the ``--minutes`` given now.
 """
 
 from __future__ import annotations
@@ -282,6 +283,12 @@ def main() -> None:
         action="store_true",
         help="continue the earlier run in --run-dir (its RL to --minutes)",
     )
+    parser.add_argument(
+        "--save-every",
+        type=int,
+        default=5,
+        help="RL checkpoints every K steps (and at the end): where a killed run resumes",
+    )
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--keep", type=Path, default=None, help="copy the runs' records here")
     args = parser.parse_args()
@@ -318,7 +325,14 @@ def main() -> None:
         replay += ["--replay-coef", "1.0"]
 
     resume = ["--resume"] if args.resume else []
-    if not args.warm_start_from and not (args.resume and episode_count(demos) == args.demos):
+    if args.resume:  # a warm start made from other demonstrations cannot be continued
+        for path, asked in ((demos, args.demos), (reviews, args.review_demos)):
+            if not args.warm_start_from and path.exists() and episode_count(path) != asked:
+                raise SystemExit(
+                    f"--resume: {path} holds {episode_count(path)} episodes, this command asks "
+                    f"for {asked}: resume with the run's own count, or start a new --run-dir"
+                )
+    if not args.warm_start_from and not (args.resume and demos.exists()):
         boltzoo("rollout", args.env, "--policy", *oracle, "--split", "train", "--episodes",
                 str(args.demos), "--seed", str(args.seed), *env_args, "--out", str(demos),
                 "--quiet")  # fmt: skip
@@ -337,7 +351,7 @@ def main() -> None:
         review_temperature = args.review_temperature
         if review_temperature is None:
             review_temperature = args.temperature
-        if not (args.resume and episode_count(reviews) == args.review_demos):
+        if not (args.resume and reviews.exists()):
             boltzoo("export", str(sft_dir), str(model_dir))
             boltzoo("rollout", args.env, "--policy", args.framework, "--model", str(model_dir),
                     "--oracle", args.reviewers, "--split", "train", "--episodes",
@@ -365,7 +379,7 @@ def main() -> None:
         "--sampler", "copy", "--sampler-precision", "bf16",
         "--precision", "bf16", "--eval-every", str(args.eval_every),
         "--eval-tasks", str(args.eval_tasks),
-        "--save-every", "0", *lora, *replay,
+        "--save-every", str(args.save_every), *lora, *replay,
         *(["--frozen-policy", args.frozen_policy] if args.frozen_policy else []),
         *(["--policy-map", args.policy_map] if policy_map else []),
     ], resume=args.resume)  # fmt: skip

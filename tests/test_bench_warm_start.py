@@ -59,8 +59,8 @@ def test_resume_continues_the_rl_run_and_keeps_what_was_done(
     smollm2_tokenizer.save_pretrained(model_dir)
     out = tmp_path / "held_out.json"
 
-    def run(minutes: float, *extra: str) -> None:
-        argv = ["bench_warm_start.py", "math-v0", "--model", str(model_dir), "--demos", "4",
+    def run(minutes: float, *extra: str, demos: int = 4) -> None:
+        argv = ["bench_warm_start.py", "math-v0", "--model", str(model_dir), "--demos", str(demos),
                 "--env-kwargs", '{"level": "easy", "max_turns": 1}', "--minutes", str(minutes),
                 "--tasks-per-step", "2", "--group-size", "2", "--max-new-tokens", "8",
                 "--eval-tasks", "2", "--stages", "rl", "--run-dir", str(run_dir),
@@ -74,15 +74,17 @@ def test_resume_continues_the_rl_run_and_keeps_what_was_done(
 
     run(0.0001)  # one step: the clock has passed the limit after it
     assert [row["step"] for row in steps()] == [1]
-    demos = (run_dir / "demos.jsonl").read_text()
+    demos = (run_dir / "demos.jsonl").stat().st_mtime_ns
     sft_metrics = (run_dir / "sft" / "metrics.jsonl").read_text()
     with pytest.raises(SystemExit, match="holds an earlier run"):
         run(1.0)  # without --resume the folder is not run over
+    with pytest.raises(SystemExit, match="holds 4 episodes, this command asks for 8"):
+        run(1.0, "--resume", demos=8)  # its warm start learned from 4: not continued on 8
     # one more step: the limit sits just past the first step's training time
     run(steps()[0]["train_seconds"] / 60 + 1e-6, "--resume")
     assert [row["step"] for row in steps()] == [1, 2]
     assert steps()[1]["train_seconds"] > steps()[0]["train_seconds"]
-    assert (run_dir / "demos.jsonl").read_text() == demos  # not recorded again
+    assert (run_dir / "demos.jsonl").stat().st_mtime_ns == demos  # not recorded again
     assert (run_dir / "sft" / "metrics.jsonl").read_text() == sft_metrics  # not trained again
     record = json.loads(out.read_text())
     assert record["rl_steps"] == 2 and "--resume" in record["command"]
