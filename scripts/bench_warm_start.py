@@ -325,12 +325,12 @@ def main() -> None:
         replay += ["--replay-coef", "1.0"]
 
     resume = ["--resume"] if args.resume else []
-    if args.resume:  # a warm start made from other demonstrations cannot be continued
+    if args.resume and not args.warm_start_from:  # (a warm start learned from other counts)
         for path, asked in ((demos, args.demos), (reviews, args.review_demos)):
-            if not args.warm_start_from and path.exists() and episode_count(path) != asked:
+            if path.exists() and (held := episode_count(path)) != asked:
                 raise SystemExit(
-                    f"--resume: {path} holds {episode_count(path)} episodes, this command asks "
-                    f"for {asked}: resume with the run's own count, or start a new --run-dir"
+                    f"--resume: {path} holds {held} episodes, this command asks for {asked}: "
+                    "resume with the run's own count, or start a new --run-dir"
                 )
     if not args.warm_start_from and not (args.resume and demos.exists()):
         boltzoo("rollout", args.env, "--policy", *oracle, "--split", "train", "--episodes",

@@ -19,6 +19,7 @@ from boltzoo.lightningrl.sequences import response_logprobs
 from boltzoo.lightningrl.sft import SFTTrainer
 from boltzoo.lightningrl.trainer import Trainer
 from boltzoo.lightningrl.weights import lora_state_dict
+from boltzoo.registration import inspected
 
 
 def sft_config(tmp_path, demos, **overrides) -> SFTConfig:
@@ -609,21 +610,21 @@ def test_oracle_demonstrations_played_through_a_framework_are_its_tokens(
     assert main([*command, *flags, "--split", "train", "--out", str(demos), "--quiet"]) == 0
     episodes = load_episodes(demos)
     assert [e.success for e in episodes] == [True] * 4
+    with inspected(env_id, **env_kwargs) as env:
+        env_prompt, tasks = env.prompts[agent], env.tasks
     for episode in episodes:
         *tool_calls, final = episode.steps[0].action.inner_calls
         assert tool_calls and all(f'"name": "{tool}"' in c.text for c in tool_calls)
         assert "<tool_call>" not in final.text
         first = smollm2_tokenizer.decode(tool_calls[0].prompt_token_ids)
-        env_prompt = boltzoo.make(env_id, **env_kwargs).unwrapped.prompts[agent]
         assert instructions(env_id, agent) in first and env_prompt not in first
         # the last prompt holds the tool's results, as the env computed them for the framework
         last = smollm2_tokenizer.decode(final.prompt_token_ids)
         assert last.count("tool\n") >= len(tool_calls)
         if env_kwargs.get("question_search") is False:  # no search by the env: the agent's
             assert "(no passages found)" in first  # own searches found every hop's passage
-            task = boltzoo.make(env_id, **env_kwargs).unwrapped.tasks[episode.task_index]
             found = episode.steps[-1].info["supporting_retrieved"]
-            assert found == len(task.supporting_ids) >= 2
+            assert found == len(tasks[episode.task_index].supporting_ids) >= 2
     calls = [call for e in episodes for call in e.steps[0].action.inner_calls]
 
     trainer = SFTTrainer(
