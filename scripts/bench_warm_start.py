@@ -41,7 +41,10 @@ also evaluates held-out every K steps (its first evaluation is RL's starting poi
 the result). ``--resume`` continues an earlier run of the same command in ``--run-dir`` (killed,
 or stopped by a smaller ``--minutes``): the demonstrations already recorded are kept, the SFT
 passes and the RL run continue from their last checkpoints (RL saves one every ``--save-every``
-steps), RL to the ``--minutes`` given now.
+steps), RL to the ``--minutes`` given now. ``--demo-env-kwargs`` sets env arguments for the
+demonstrations and the warm start only (a stage taught three-hop questions alone, RL then on
+all of them), and ``--replay-extra`` has RL replay more demonstration files beside the run's
+own (an earlier stage's, so RL keeps what it taught).
 """
 
 from __future__ import annotations
@@ -175,6 +178,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("env")
     parser.add_argument("--env-kwargs", default="{}", help="JSON: the env's arguments")
+    parser.add_argument(
+        "--demo-env-kwargs",
+        default="{}",
+        help="JSON: set over --env-kwargs for the demonstrations and the warm start only (e.g. "
+        '{"hops": 3}: a stage that teaches the hard questions alone, RL then on all of them)',
+    )
     parser.add_argument("--train-agents", default=None, help="JSON list (default: all)")
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument(
@@ -257,6 +266,14 @@ def main() -> None:
         help="RL replays this many demonstrated calls a step (coefficient 1; 0: none)",
     )
     parser.add_argument(
+        "--replay-extra",
+        nargs="+",
+        type=Path,
+        default=[],
+        help="with --replay-calls: more Episode JSONL files replayed beside this run's own "
+        "demonstrations (e.g. an earlier stage's, so RL keeps what they taught)",
+    )
+    parser.add_argument(
         "--splits",
         nargs="*",
         default=["test"],
@@ -302,8 +319,10 @@ def main() -> None:
     if args.review_demos and not (args.framework and args.reviewers):
         raise SystemExit("--review-demos needs --framework and --reviewers")
     env_kwargs = json.loads(args.env_kwargs)
+    demo_env_kwargs = env_kwargs | json.loads(args.demo_env_kwargs)
     by = tally_field(args.env, env_kwargs, args.by)
-    env_args = [arg for k, v in env_kwargs.items() for arg in ("-e", f"{k}={json.dumps(v)}")]
+    tally_field(args.env, demo_env_kwargs, None)  # (an env those arguments cannot make fails now)
+    env_args = [arg for k, v in demo_env_kwargs.items() for arg in ("-e", f"{k}={json.dumps(v)}")]
     agents = ["--train-agents", args.train_agents] if args.train_agents else []
     lora = ["--lora-r", "16", "--lora-alpha", "32", "--seed", str(args.seed)]
     framework = ["--framework", args.framework] if args.framework else []
@@ -319,9 +338,14 @@ def main() -> None:
         if args.sft_init_from:
             raise SystemExit("--warm-start-from takes a warm start as made: no --sft-init-from")
     reviewers = [name.strip() for name in (args.reviewers or "").split(",") if name.strip()]
+    if args.replay_extra and not args.replay_calls:
+        raise SystemExit("--replay-extra needs --replay-calls")
+    if missing := [str(path) for path in args.replay_extra if not path.is_file()]:
+        raise SystemExit(f"--replay-extra: no file {', '.join(missing)}")
     replay = []
     if args.replay_calls:
-        replay = ["--replay-demos", str(demos), "--replay-calls", str(args.replay_calls)]
+        replayed = json.dumps([str(path) for path in (demos, *args.replay_extra)])
+        replay = ["--replay-demos", replayed, "--replay-calls", str(args.replay_calls)]
         replay += ["--replay-coef", "1.0"]
 
     resume = ["--resume"] if args.resume else []
@@ -337,8 +361,8 @@ def main() -> None:
                 str(args.demos), "--seed", str(args.seed), *env_args, "--out", str(demos),
                 "--quiet")  # fmt: skip
     sft_agents = ["--train-agents", args.sft_agents] if args.sft_agents else agents
-    sft = ["--env-kwargs", args.env_kwargs, "--lr", str(args.sft_lr), "--batch-size", "4",
-           "--eval-tasks", "0", "--precision", "bf16", "--max-new-tokens",
+    sft = ["--env-kwargs", json.dumps(demo_env_kwargs), "--lr", str(args.sft_lr),
+           "--batch-size", "4", "--eval-tasks", "0", "--precision", "bf16", "--max-new-tokens",
            str(args.max_new_tokens), *framework, *lora]  # fmt: skip
     init = ["--init-from", str(args.sft_init_from)] if args.sft_init_from else []
     if not args.warm_start_from:
@@ -393,6 +417,8 @@ def main() -> None:
         [{"split": split, **values} for split, values in figures.items()],
         env=args.env,
         env_kwargs=env_kwargs,
+        demo_env_kwargs=demo_env_kwargs if demo_env_kwargs != env_kwargs else None,
+        replay_extra=[str(path) for path in args.replay_extra] or None,
         framework=args.framework,
         demos=episode_count(demos) if taken else args.demos,
         review_demos=episode_count(reviews) if taken and args.review_demos else args.review_demos,

@@ -94,3 +94,50 @@ def test_resume_continues_the_rl_run_and_keeps_what_was_done(
                                          "--run-dir", str(tmp_path / "none"), "--out",
                                          str(out)])  # fmt: skip
         bench.main()
+
+
+@pytest.mark.slow
+def test_a_warm_start_on_other_tasks_and_replay_of_another_stages_demonstrations(
+    bench, tmp_path, smollm2_tokenizer, monkeypatch
+):
+    """``--demo-env-kwargs`` holds for the demonstrations and the warm start only (here medium
+    questions), RL and its evaluations keep ``--env-kwargs`` (easy ones); ``--replay-extra``
+    has RL replay that file beside the run's own demonstrations, and without ``--replay-calls``
+    or with a missing file the command stops before it runs anything."""
+    import json
+
+    from boltzoo.agents.models import tiny_model
+
+    model_dir, run_dir = tmp_path / "model", tmp_path / "run"
+    tiny_model(len(smollm2_tokenizer), seed=0).save_pretrained(model_dir)
+    smollm2_tokenizer.save_pretrained(model_dir)
+    out, extra = tmp_path / "held_out.json", tmp_path / "earlier_stage.jsonl"
+    bench.boltzoo("rollout", "math-v0", "--policy", "oracle", "--episodes", "2", "-e",
+                  'level="hard"', "-e", "max_turns=1", "--out", str(extra), "--quiet")  # fmt: skip
+
+    def run(*options: str) -> None:
+        argv = ["bench_warm_start.py", "math-v0", "--model", str(model_dir), "--demos", "4",
+                "--env-kwargs", '{"level": "easy", "max_turns": 1}', "--minutes", "0.0001",
+                "--tasks-per-step", "2", "--group-size", "2", "--max-new-tokens", "8",
+                "--eval-tasks", "2", "--stages", "rl", "--run-dir", str(run_dir),
+                "--out", str(out), *options]  # fmt: skip
+        monkeypatch.setattr("sys.argv", argv)
+        bench.main()
+
+    with pytest.raises(SystemExit, match="--replay-extra needs --replay-calls"):
+        run("--replay-extra", str(extra))
+    with pytest.raises(SystemExit, match="--replay-extra: no file .*none.jsonl"):
+        run("--replay-calls", "2", "--replay-extra", str(tmp_path / "none.jsonl"))
+    assert not run_dir.exists()  # (nothing ran)
+    run("--demo-env-kwargs", '{"level": "medium"}', "--replay-calls", "2",
+        "--replay-extra", str(extra))  # fmt: skip
+    demos = [json.loads(line) for line in (run_dir / "demos.jsonl").read_text().splitlines()]
+    assert len(demos) == 4 and all(d["task_id"].startswith("medium-") for d in demos)
+    sft = json.loads((run_dir / "sft" / "config.json").read_text())
+    assert sft["env_kwargs"] == {"level": "medium", "max_turns": 1}
+    rl = json.loads((run_dir / "rl" / "config.json").read_text())
+    assert rl["env_kwargs"] == {"level": "easy", "max_turns": 1}
+    assert rl["replay_demos"] == [str(run_dir / "demos.jsonl"), str(extra)]
+    record = json.loads(out.read_text())
+    assert record["demo_env_kwargs"] == {"level": "medium", "max_turns": 1}
+    assert record["replay_extra"] == [str(extra)]
