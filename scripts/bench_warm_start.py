@@ -44,7 +44,8 @@ passes and the RL run continue from their last checkpoints (RL saves one every `
 steps), RL to the ``--minutes`` given now. ``--demo-env-kwargs`` sets env arguments for the
 demonstrations and the warm start only (a stage taught three-hop questions alone, RL then on
 all of them), and ``--replay-extra`` has RL replay more demonstration files beside the run's
-own (an earlier stage's, so RL keeps what it taught).
+own (an earlier stage's, so RL keeps what it taught); ``--sft-extra`` has the first SFT pass
+learn more demonstration files beside the run's own (a warm start on both stages' tasks).
 """
 
 from __future__ import annotations
@@ -219,6 +220,14 @@ def main() -> None:
     )
     parser.add_argument("--sft-epochs", type=int, default=1, help="the first pass's epochs")
     parser.add_argument(
+        "--sft-extra",
+        nargs="+",
+        type=Path,
+        default=[],
+        help="more Episode JSONL files the first pass learns beside this run's demonstrations "
+        "(e.g. an earlier stage's, so the warm start holds both kinds of task)",
+    )
+    parser.add_argument(
         "--review-epochs", type=int, default=1, help="the second pass's epochs (--review-demos)"
     )
     parser.add_argument(
@@ -340,8 +349,11 @@ def main() -> None:
     reviewers = [name.strip() for name in (args.reviewers or "").split(",") if name.strip()]
     if args.replay_extra and not args.replay_calls:
         raise SystemExit("--replay-extra needs --replay-calls")
-    if missing := [str(path) for path in args.replay_extra if not path.is_file()]:
-        raise SystemExit(f"--replay-extra: no file {', '.join(missing)}")
+    for option, paths in (("--replay-extra", args.replay_extra), ("--sft-extra", args.sft_extra)):
+        if missing := [str(path) for path in paths if not path.is_file()]:
+            raise SystemExit(f"{option}: no file {', '.join(missing)}")
+    if args.sft_extra and args.warm_start_from:
+        raise SystemExit("--warm-start-from takes a warm start as made: no --sft-extra")
     replay = []
     if args.replay_calls:
         replayed = json.dumps([str(path) for path in (demos, *args.replay_extra)])
@@ -366,7 +378,8 @@ def main() -> None:
            str(args.max_new_tokens), *framework, *lora]  # fmt: skip
     init = ["--init-from", str(args.sft_init_from)] if args.sft_init_from else []
     if not args.warm_start_from:
-        boltzoo("sft", args.env, "--model", args.model, *init, "--demos", str(demos),
+        taught = json.dumps([str(path) for path in (demos, *args.sft_extra)])
+        boltzoo("sft", args.env, "--model", args.model, *init, "--demos", taught,
                 "--output-dir", str(sft_dir), "--epochs", str(args.sft_epochs), *sft,
                 *sft_agents, *resume)  # fmt: skip
     warm: Path | dict[str, str] = sft_dir
@@ -419,6 +432,7 @@ def main() -> None:
         env_kwargs=env_kwargs,
         demo_env_kwargs=demo_env_kwargs if demo_env_kwargs != env_kwargs else None,
         replay_extra=[str(path) for path in args.replay_extra] or None,
+        sft_extra=[str(path) for path in args.sft_extra] or None,
         framework=args.framework,
         demos=episode_count(demos) if taken else args.demos,
         review_demos=episode_count(reviews) if taken and args.review_demos else args.review_demos,

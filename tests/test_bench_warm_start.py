@@ -98,12 +98,13 @@ def test_resume_continues_the_rl_run_and_keeps_what_was_done(
 
 @pytest.mark.slow
 def test_a_warm_start_on_other_tasks_and_replay_of_another_stages_demonstrations(
-    bench, tmp_path, smollm2_tokenizer, monkeypatch
+    bench, tmp_path, smollm2_tokenizer, monkeypatch, capfd
 ):
     """``--demo-env-kwargs`` holds for the demonstrations and the warm start only (here medium
     questions), RL and its evaluations keep ``--env-kwargs`` (easy ones); ``--replay-extra``
-    has RL replay that file beside the run's own demonstrations, and without ``--replay-calls``
-    or with a missing file the command stops before it runs anything."""
+    has RL replay that file, and ``--sft-extra`` the first SFT pass learn it, beside the run's
+    own demonstrations; without ``--replay-calls`` or with a missing file the command stops
+    before it runs anything."""
     import json
 
     from boltzoo.agents.models import tiny_model
@@ -128,16 +129,21 @@ def test_a_warm_start_on_other_tasks_and_replay_of_another_stages_demonstrations
         run("--replay-extra", str(extra))
     with pytest.raises(SystemExit, match="--replay-extra: no file .*none.jsonl"):
         run("--replay-calls", "2", "--replay-extra", str(tmp_path / "none.jsonl"))
+    with pytest.raises(SystemExit, match="--sft-extra: no file .*none.jsonl"):
+        run("--sft-extra", str(tmp_path / "none.jsonl"))
     assert not run_dir.exists()  # (nothing ran)
     run("--demo-env-kwargs", '{"level": "medium"}', "--replay-calls", "2",
-        "--replay-extra", str(extra))  # fmt: skip
+        "--replay-extra", str(extra), "--sft-extra", str(extra))  # fmt: skip
+    assert "from 6 demonstrations" in capfd.readouterr().out  # the run's 4 and the extra 2
     demos = [json.loads(line) for line in (run_dir / "demos.jsonl").read_text().splitlines()]
     assert len(demos) == 4 and all(d["task_id"].startswith("medium-") for d in demos)
     sft = json.loads((run_dir / "sft" / "config.json").read_text())
     assert sft["env_kwargs"] == {"level": "medium", "max_turns": 1}
+    assert sft["demos"] == [str(run_dir / "demos.jsonl"), str(extra)]
     rl = json.loads((run_dir / "rl" / "config.json").read_text())
     assert rl["env_kwargs"] == {"level": "easy", "max_turns": 1}
     assert rl["replay_demos"] == [str(run_dir / "demos.jsonl"), str(extra)]
     record = json.loads(out.read_text())
     assert record["demo_env_kwargs"] == {"level": "medium", "max_turns": 1}
     assert record["replay_extra"] == [str(extra)]
+    assert record["sft_extra"] == [str(extra)]
