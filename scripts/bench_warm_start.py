@@ -263,6 +263,16 @@ def main() -> None:
         "episodes (boltzoo train's; e.g. sequence where long boilerplate calls outnumber the "
         "short ones that decide, as a tool call's JSON beside a short answer)",
     )
+    parser.add_argument(
+        "--task-sampling",
+        choices=choices(TrainerConfig)["task_sampling"],
+        default=TrainerConfig.task_sampling,
+        help="RL: which tasks a step draws (boltzoo train's; learnability with --task-pool-field "
+        "hops keeps drawing each kind of question while its reward varies)",
+    )
+    parser.add_argument(
+        "--task-pool-field", default=None, help="RL, with --task-sampling learnability"
+    )
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--tasks-per-step", type=int, default=8)
@@ -417,6 +427,8 @@ def main() -> None:
         "--precision", "bf16", "--eval-every", str(args.eval_every),
         "--eval-tasks", str(args.eval_tasks),
         "--save-every", str(args.save_every), *lora, *replay,
+        "--task-sampling", args.task_sampling,
+        *(["--task-pool-field", args.task_pool_field] if args.task_pool_field else []),
         *(["--frozen-policy", args.frozen_policy] if args.frozen_policy else []),
         *(["--policy-map", args.policy_map] if policy_map else []),
     ], resume=args.resume)  # fmt: skip

@@ -133,7 +133,8 @@ def test_a_warm_start_on_other_tasks_and_replay_of_another_stages_demonstrations
         run("--sft-extra", str(tmp_path / "none.jsonl"))
     assert not run_dir.exists()  # (nothing ran)
     run("--demo-env-kwargs", '{"level": "medium"}', "--replay-calls", "2",
-        "--replay-extra", str(extra), "--sft-extra", str(extra))  # fmt: skip
+        "--replay-extra", str(extra), "--sft-extra", str(extra), "--task-sampling",
+        "learnability", "--task-pool-field", "template")  # fmt: skip
     assert "from 6 demonstrations" in capfd.readouterr().out  # the run's 4 and the extra 2
     demos = [json.loads(line) for line in (run_dir / "demos.jsonl").read_text().splitlines()]
     assert len(demos) == 4 and all(d["task_id"].startswith("medium-") for d in demos)
@@ -143,6 +144,7 @@ def test_a_warm_start_on_other_tasks_and_replay_of_another_stages_demonstrations
     rl = json.loads((run_dir / "rl" / "config.json").read_text())
     assert rl["env_kwargs"] == {"level": "easy", "max_turns": 1}
     assert rl["replay_demos"] == [str(run_dir / "demos.jsonl"), str(extra)]
+    assert (rl["task_sampling"], rl["task_pool_field"]) == ("learnability", "template")
     record = json.loads(out.read_text())
     assert record["demo_env_kwargs"] == {"level": "medium", "max_turns": 1}
     assert record["replay_extra"] == [str(extra)]
