@@ -340,7 +340,11 @@ def main() -> None:
     env_kwargs = json.loads(args.env_kwargs)
     demo_env_kwargs = env_kwargs | json.loads(args.demo_env_kwargs)
     by = tally_field(args.env, env_kwargs, args.by)
-    tally_field(args.env, demo_env_kwargs, None)  # (an env those arguments cannot make fails now)
+    if demo_env_kwargs != env_kwargs:  # an env those arguments cannot make fails now, not later
+        from boltzoo.registration import inspected
+
+        with inspected(args.env, **demo_env_kwargs):
+            pass
     env_args = [arg for k, v in demo_env_kwargs.items() for arg in ("-e", f"{k}={json.dumps(v)}")]
     agents = ["--train-agents", args.train_agents] if args.train_agents else []
     lora = ["--lora-r", "16", "--lora-alpha", "32", "--seed", str(args.seed)]
