@@ -19,16 +19,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import numpy as np
 import torch
 
 import boltzoo
-from benchlib import alternating_rounds, write_record
+from benchlib import alternating_rounds, learner_trainer, mixed_advantages, write_record
 from boltzoo.agents.models import load_model, load_policy
 from boltzoo.agents.scripted import ScriptedPolicy
-from boltzoo.lightningrl.config import TrainerConfig
 from boltzoo.lightningrl.sequences import pack_calls
-from boltzoo.lightningrl.trainer import Trainer
 from boltzoo.lightningrl.transitions import flatten
 
 ENV_KWARGS = {"level": "easy", "max_turns": 3, "few_shot": False}
@@ -52,26 +49,11 @@ def main() -> None:
     episodes = boltzoo.rollout(
         "math-v0", {"solver": policy}, tasks=range(args.episodes), progress=False, **ENV_KWARGS
     )
-    transitions = flatten(episodes)
-    rng = np.random.default_rng(0)
-    for t in transitions:  # what GRPO gives a mixed group: non-zero, both signs
-        t.advantage = float(rng.choice([-1.0, 1.0]) * rng.uniform(0.5, 1.5))
+    transitions = mixed_advantages(flatten(episodes))
     rows = pack_calls(transitions)
     print(f"{len(transitions)} calls from {len(episodes)} episodes -> {len(rows)} packed sequences")
 
-    config = TrainerConfig(
-        env="math-v0",
-        env_kwargs=ENV_KWARGS,
-        output_dir="/tmp/bench_packing",
-        lora_r=16,
-        lora_alpha=32,
-        sampler="shared",  # (nothing samples here: no copy to build)
-        precision=args.precision,
-        progress=False,
-    )
-    trainer = Trainer(config, model=model.float(), tokenizer=tokenizer)
-    learner = trainer.weights.modules["policy"]
-    learner.train()
+    trainer = learner_trainer(model, tokenizer, "math-v0", ENV_KWARGS, precision=args.precision)
     response_tokens = sum(len(t.response_token_ids) for t in transitions)
     prompt_tokens = sum(len(t.prompt_token_ids) for t in transitions)
 

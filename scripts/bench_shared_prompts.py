@@ -29,11 +29,9 @@ import numpy as np
 import torch
 
 import boltzoo
-from benchlib import alternating_rounds, write_record
+from benchlib import alternating_rounds, learner_trainer, write_record
 from boltzoo.agents.models import load_model
 from boltzoo.agents.scripted import ScriptedPolicy
-from boltzoo.lightningrl.config import TrainerConfig
-from boltzoo.lightningrl.trainer import Trainer
 from boltzoo.lightningrl.transitions import flatten
 
 ENV_KWARGS = {"agents": ["writer"], "schema_rows": 0}
@@ -84,18 +82,7 @@ def main() -> None:
     response_tokens = sum(len(t.response_token_ids) for t in timed)
     print(f"{len(timed)} calls, prompts of {min(prompt_tokens)}-{max(prompt_tokens)} tokens")
 
-    config = TrainerConfig(
-        env="sql-v0",
-        env_kwargs=ENV_KWARGS,
-        output_dir="/tmp/bench_shared_prompts",
-        lora_r=16,
-        lora_alpha=32,
-        sampler="shared",  # (nothing samples here: no copy to build)
-        precision="bf16",
-        progress=False,
-    )
-    trainer = Trainer(config, model=model.float(), tokenizer=tokenizer)
-    trainer.weights.modules["policy"].train()
+    trainer = learner_trainer(model, tokenizer, "sql-v0", ENV_KWARGS)
 
     def accumulate(way: bool) -> None:
         trainer.config.share_prompts = way
