@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import warnings
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -95,6 +96,41 @@ def resolve_model(name_or_path: str | os.PathLike) -> Path:
             f"(no config.json in {path}); models are never downloaded from a hub"
         )
     return path
+
+
+def native_bf16(device: Any) -> bool:
+    """Return whether ``device`` (a ``torch.device`` or its name) runs bf16 at full speed: a
+    CUDA GPU that supports it, or a CPU with oneDNN's bf16 kernels (AVX-512 or AMX on x86, bf16
+    on Arm). Elsewhere, as on an AVX2-only CPU, bf16 is emulated: a SmolLM2 training pass took
+    31x and sampling 3x the time of fp32 on one (BENCHMARKS.md), so ``precision="bf16"`` and
+    ``sampler_precision="bf16"`` run fp32 there."""
+    import torch
+
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    if device.type != "cpu":
+        return False
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):  # a build without oneDNN
+        return False
+
+
+def warn_no_native_bf16(setting: str, device: Any, runs: str) -> None:
+    """Warn that ``setting`` (e.g. ``"precision='bf16'"``) falls back to fp32 on ``device``,
+    which has no native bf16 (:func:`native_bf16`); ``runs`` says what runs fp32."""
+    import torch
+
+    device = torch.device(device)
+    where = (
+        f"this CPU ({torch.backends.cpu.get_cpu_capability()})" if device.type == "cpu" else device
+    )
+    warnings.warn(
+        f"{setting}: {where} has no native bf16, so {runs} fp32 (emulated bf16 is many times "
+        "slower)",
+        stacklevel=3,
+    )
 
 
 def load_model(

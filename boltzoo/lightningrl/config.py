@@ -280,7 +280,8 @@ class RunConfig:
     )
     sampler_precision: Literal["fp32", "bf16"] = _help(
         "fp32 | bf16: the dtype of the sampling copy (sampler=copy or vllm; bf16 sampled 2.5 "
-        "times as fast as fp32 on a 2-core CPU)",
+        "times as fast as fp32 on a 2-core CPU with AVX-512; a copy is fp32 where the device "
+        "has no native bf16)",
         default="bf16",
     )
     lr: float = _help(
@@ -300,7 +301,9 @@ class RunConfig:
     save_every: int = _help("checkpoint every K steps (and always at the end)", default=10)
     device: str | None = _help("cpu, cuda, ... (default: cuda when there is one)", default=None)
     precision: Literal["fp32", "bf16"] = _help(
-        "fp32 | bf16 (bf16 autocast where the device supports it)", default="fp32"
+        "fp32 | bf16 (bf16 autocast where the device runs bf16 natively: a GPU with bf16, a "
+        "CPU with AVX-512 or AMX; fp32 elsewhere)",
+        default="fp32",
     )
     progress: bool = _help("show progress bars", default=True)
 

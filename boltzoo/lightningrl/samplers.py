@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from boltzoo.agents.models import native_bf16, warn_no_native_bf16
 from boltzoo.agents.transformers_policy import TransformersPolicy
 from boltzoo.episode import Episode
 from boltzoo.lightningrl.config import TrainerConfig
@@ -85,11 +86,16 @@ def make_sampler(
 def _copy_model(
     config: TrainerConfig, model_config: Any, weights: dict[str, torch.Tensor], device: Any
 ) -> Any:
-    """Return a fresh model of ``model_config`` in ``sampler_precision`` holding ``weights``
-    (merged), on ``device``: what a ``copy`` sampler samples with."""
+    """Return a fresh model of ``model_config`` in ``sampler_precision`` (fp32 where ``device``
+    has no native bf16) holding ``weights`` (merged), on ``device``: what a ``copy`` sampler
+    samples with."""
     from transformers import AutoModelForCausalLM
 
-    dtype = torch.bfloat16 if config.sampler_precision == "bf16" else torch.float32
+    bf16 = config.sampler_precision == "bf16"
+    if bf16 and not native_bf16(device):
+        warn_no_native_bf16("sampler_precision='bf16'", device, "the sampling copy is")
+        bf16 = False
+    dtype = torch.bfloat16 if bf16 else torch.float32
     model = AutoModelForCausalLM.from_config(model_config, dtype=dtype)
     model.load_state_dict(weights)
     return model.to(device).eval()

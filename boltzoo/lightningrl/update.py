@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from boltzoo.agents.models import native_bf16, warn_no_native_bf16
 from boltzoo.lightningrl.config import TrainerConfig
 from boltzoo.lightningrl.loss import aggregate, policy_loss
 from boltzoo.lightningrl.policies import PolicySet
@@ -66,7 +67,7 @@ class Learner:
         micro_batch_tokens: the tokens of one micro-batch, padding included (``config``'s, or
             the device's default).
         use_bf16: whether the forward passes autocast to bf16 (``precision="bf16"`` where the
-            device supports it).
+            device runs bf16 natively: ``models.native_bf16``; fp32 elsewhere, with a warning).
     """
 
     def __init__(
@@ -82,9 +83,9 @@ class Learner:
         self.micro_batch_tokens = config.micro_batch_tokens or (
             8192 if device.type == "cuda" else 1024
         )
-        self.use_bf16 = config.precision == "bf16" and (
-            device.type == "cpu" or device.type == "cuda" and torch.cuda.is_bf16_supported()
-        )
+        self.use_bf16 = config.precision == "bf16" and native_bf16(device)
+        if config.precision == "bf16" and not self.use_bf16:
+            warn_no_native_bf16("precision='bf16'", device, "the learner runs")
         self.pad_token_id = pad_token_id
         self.optimizer = torch.optim.AdamW(
             weights.trainable(), lr=config.lr, weight_decay=config.weight_decay
