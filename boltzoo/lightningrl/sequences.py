@@ -184,12 +184,15 @@ def response_logprobs(
     """Return ``(logprobs, mask, entropy)`` of the response tokens, each (B, W).
 
     Sequences are left-padded (each ends at the right edge, positions counted from its first
-    real token, as in sampling), and only the last W + 1 positions' logits are computed, W the
-    longest window (a row's tokens from its first response on): ``log_softmax(z / T)`` of the
-    token that followed each position. ``mask`` marks response tokens (tool outputs and padding
-    in a window are not). ``T`` is ``temperature``, or with ``per_call_temperature`` each call's
-    recorded temperature (``temperature`` where it recorded none). With ``share_prompts``, rows
-    that start with the same prompt share one pass over it (see the module's docstring).
+    real token, as in sampling); W is the longest window (a row's tokens from its first response
+    on). Logits are computed only at the positions that predict a response token of some row
+    (``log_softmax(z / T)`` of the token that followed): a window's tool outputs (search hits,
+    query rows) are never targets, and the head is a vocabulary-wide product, softmax and
+    backward per position. ``mask`` marks response tokens (tool outputs and padding in a
+    window are not); ``logprobs`` and ``entropy`` are 0 in the columns no row responds in.
+    ``T`` is ``temperature``, or with ``per_call_temperature`` each call's recorded
+    temperature (``temperature`` where it recorded none). With ``share_prompts``, rows that
+    start with the same prompt share one pass over it (see the module's docstring).
     """
     rows = [r if isinstance(r, PackedCalls) else pack_calls([r])[0] for r in batch]
     device = next(model.parameters()).device
@@ -201,11 +204,12 @@ def response_logprobs(
             mask[i, begin:end] = True
             if per_call_temperature and call.temperature is not None:
                 temperatures[i, begin:end] = float(call.temperature)
+    kept = scored_columns(mask).to(device)
     mask = mask.to(device)
     heads, source = shared_heads([row.prompt for row in rows]) if share_prompts else ([], [])
     if heads and len(heads) < len(rows) and all(heads):
         input_ids, logits = _logits_over_shared_heads(
-            model, rows, heads, source, window, pad_token_id
+            model, rows, heads, source, window, pad_token_id, kept
         )
     else:
         input_ids, attention = left_padded([r.token_ids for r in rows], pad_token_id, device)
@@ -213,22 +217,35 @@ def response_logprobs(
             input_ids=input_ids,
             attention_mask=attention,
             position_ids=(attention.cumsum(-1) - 1).clamp(min=0),
-            logits_to_keep=window + 1,
+            logits_to_keep=predicting(kept, input_ids.shape[1], window),
         )
         logits = out.logits
-    # Position p predicts token p + 1: the last W + 1 logits, less the very last, predict the
-    # last W tokens (each row's window, right-aligned).
-    logits = logits[:, :-1, :].float()
+    logits = logits.float()
     # z / T per token (T = 0, greedy sampling, leaves the logits as they are)
-    temperatures = temperatures.to(device)
+    temperatures = temperatures[:, kept.cpu()].to(device)
     logits = logits / torch.where(temperatures > 0, temperatures, 1.0).unsqueeze(-1)
     logprobs_all = torch.log_softmax(logits, dim=-1)
-    targets = input_ids[:, input_ids.shape[1] - window :]
-    logprobs = logprobs_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    targets = input_ids[:, input_ids.shape[1] - window :][:, kept]
+    kept_logprobs = logprobs_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    # back to (B, W): the kept columns in place, 0 elsewhere (still in the autograd graph)
+    logprobs = kept_logprobs.new_zeros((len(rows), window)).index_copy(1, kept, kept_logprobs)
     entropy = None
     if with_entropy:
-        entropy = -(logprobs_all.exp() * logprobs_all).sum(-1)
+        kept_entropy = -(logprobs_all.exp() * logprobs_all).sum(-1)
+        entropy = kept_entropy.new_zeros((len(rows), window)).index_copy(1, kept, kept_entropy)
     return logprobs, mask, entropy
+
+
+def scored_columns(mask: torch.Tensor) -> torch.Tensor:
+    """Return the columns (1-D, ascending) of a ``(B, W)`` response mask where some row has a
+    response token: the only window positions whose logits ``response_logprobs`` computes."""
+    return mask.any(0).nonzero().squeeze(-1)
+
+
+def predicting(columns: torch.Tensor, length: int, window: int) -> torch.Tensor:
+    """Return the positions of a sequence of ``length`` tokens whose logits predict
+    ``columns`` of its last ``window`` tokens (position p predicts token p + 1)."""
+    return columns + (length - window - 1)
 
 
 def _logits_over_shared_heads(
@@ -238,8 +255,10 @@ def _logits_over_shared_heads(
     source: list[int],
     window: int,
     pad_token_id: int,
+    kept: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Return ``(input_ids, logits)`` of the rows' last ``window + 1`` tokens, right-aligned,
+    """Return ``(input_ids, logits)``: the rows' tails (right-aligned, each holding its last
+    ``window + 1`` tokens or more) and the logits that predict the window's ``kept`` columns,
     as one left-padded pass per row would give them, with each shared head run once.
 
     ``heads[source[i]]`` is the start row ``i``'s prompt shares with others (``shared_heads``),
@@ -271,7 +290,7 @@ def _logits_over_shared_heads(
         attention_mask=torch.cat([head_mask, tail_mask], dim=1),
         position_ids=positions,
         use_cache=True,
-        logits_to_keep=window + 1,
+        logits_to_keep=predicting(kept, input_ids.shape[1], window),
         **{cache_name: cache},
     )
     return input_ids, out.logits

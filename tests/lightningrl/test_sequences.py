@@ -64,6 +64,34 @@ def test_packed_logprobs_equal_each_call_scored_alone(two_turn_calls, smollm2_to
         torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("share_prompts", [False, True])
+def test_the_head_runs_only_where_a_response_token_is_predicted(
+    two_turn_calls, smollm2_tokenizer, share_prompts
+):
+    # A packed row's window holds the tool's output between its two responses: what must hold
+    # is that the vocabulary-wide head never runs there (for the Agents SDK, search hits are
+    # most of the window), while the response tokens' logprobs stay those of a full pass.
+    model = tiny_model(len(smollm2_tokenizer))
+    rows = pack_calls(two_turn_calls)
+    head_positions = []
+    hook = model.get_output_embeddings().register_forward_pre_hook(
+        lambda module, args: head_positions.append(args[0].shape[1])
+    )
+    with torch.no_grad():
+        logprobs, mask, entropy = response_logprobs(
+            model, rows, 0.7, smollm2_tokenizer.pad_token_id, True, share_prompts=share_prompts
+        )
+    hook.remove()
+    responded = mask.any(0)
+    # (with shared prompts, the heads' pass first: one position, for its KV cache only)
+    assert head_positions == [1] * share_prompts + [int(responded.sum())]
+    assert head_positions[-1] < mask.shape[1]
+    assert not responded.all()  # some column is the tool's output in every row
+    # columns no row answers in are 0; the others are real logprobs and entropies
+    assert torch.all(logprobs[:, ~responded] == 0) and torch.all(entropy[:, ~responded] == 0)
+    assert torch.all(logprobs[mask] < 0) and torch.all(entropy[mask] > 0)
+
+
 @pytest.mark.parametrize("aggregation", ["token", "sequence"])
 def test_a_packed_update_has_the_gradient_of_the_calls_one_by_one(
     tmp_path, two_turn_calls, smollm2_tokenizer, aggregation
