@@ -16,37 +16,37 @@
 
 The recipe, with the command line only: ``boltzoo rollout --policy oracle`` records ``--demos``
 demonstrations on the train split (with ``--framework``, ``--policy FRAMEWORK --oracle``: the
-env's oracle answers the framework agent's model calls, so the demonstrations are the tokens
-the framework sends, and the warm start and RL run through the same agent); ``boltzoo sft``
+env's oracle answers the framework agent's model calls, so the demonstrations are the tokens the
+framework sends, and the warm start and RL run through the same agent); ``boltzoo sft``
 fine-tunes a LoRA adapter (r=16) on them; ``boltzoo train --init-from`` continues with
-LightningRL (both with bf16 autocast in the learner, the faster on this CPU) for ``--minutes``
-of training. With ``--review-demos N --reviewers AGENTS`` (a framework agent), between the two:
-the warm start (exported) plays N train episodes with the oracle answering only AGENTS' calls,
-so a checker's demonstrations are verdicts on the model's own queries, right and wrong, and a
-second SFT pass from the first teaches AGENTS those (``--review-temperature``: the temperature
-those episodes are played at; ``--review-epochs``: the pass's epochs, one by default whatever
-``--sft-epochs`` gives the first); RL starts from it. ``--sft-init-from RUN`` starts the first pass
-from a finished run's weights (one more epoch of a pass already made). ``--policy-map`` gives
-RL one adapter per policy name, each started from the pass that taught its agents (the
-reviewers' from the second, the writer's from the first, which the second pass then cannot
-move); ``--warm-start-from RUN`` takes the demonstrations and both passes from a finished run
-of this script, so RL arms (a policy map, the writer alone) start from one warm start. Then
-each ``--splits`` split is evaluated three times with the same code and tasks (greedy,
-``--eval-tasks`` tasks spread over the split, through the bf16 sampling copy): the untrained
-model, the warm start, and the RL run's last checkpoint (``--stages``: only some). Writes the
-figures to ``--out`` and the RL run's curves (``boltzoo plot``) into the run folder; ``--keep
-DIR`` copies the runs' records (``metrics.jsonl``, ``config.json``, the plots; not the
-weights) to ``DIR/sft``, ``DIR/sft_review`` and ``DIR/rl``. With ``--eval-every K`` the RL run
-also evaluates held-out every K steps (its first evaluation is RL's starting point, its last
-the result). ``--resume`` continues an earlier run of the same command in ``--run-dir`` (killed,
-or stopped by a smaller ``--minutes``): the demonstrations already recorded are kept, the SFT
-passes and the RL run continue from their last checkpoints (RL saves one every ``--save-every``
-steps), RL to the ``--minutes`` given now. ``--demo-env-kwargs`` sets env arguments for the
-demonstrations and the warm start only (a stage taught three-hop questions alone, RL then on
-all of them), and ``--replay-extra`` has RL replay more demonstration files beside the run's
-own (an earlier stage's, so RL keeps what it taught); ``--sft-extra`` has the first SFT pass
-learn more demonstration files beside the run's own (a warm start on both stages' tasks).
-"""
+LightningRL (both with bf16 autocast in the learner where the CPU has native bf16, else fp32)
+for ``--minutes`` of training. With ``--review-demos N --reviewers AGENTS`` (a framework agent),
+between the two: the warm start (exported) plays N train episodes with the oracle answering only
+AGENTS' calls, so a checker's demonstrations are verdicts on the model's own queries, right and
+wrong, and a second SFT pass from the first teaches AGENTS those (``--review-temperature``: the
+temperature those episodes are played at; ``--review-epochs``: the pass's epochs, one by default
+whatever ``--sft-epochs`` gives the first); RL starts from it. ``--sft-init-from RUN`` starts
+the first pass from a finished run's weights (one more epoch of a pass already made).
+``--policy-map`` gives RL one adapter per policy name, each started from the pass that taught
+its agents (the reviewers' from the second, the writer's from the first, which the second pass
+then cannot move); ``--warm-start-from RUN`` takes the demonstrations and both passes from a
+finished run of this script, so RL arms (a policy map, the writer alone) start from one warm
+start. Then each ``--splits`` split is evaluated three times with the same code and tasks
+(greedy, ``--eval-tasks`` tasks spread over the split, through the bf16 sampling copy, fp32
+where the CPU has no native bf16): the untrained model, the warm start, and the RL run's last
+checkpoint (``--stages``: only some). Writes the figures to ``--out`` and the RL run's curves
+(``boltzoo plot``) into the run folder; ``--keep DIR`` copies the runs' records
+(``metrics.jsonl``, ``config.json``, the plots; not the weights) to ``DIR/sft``,
+``DIR/sft_review`` and ``DIR/rl``. With ``--eval-every K`` the RL run also evaluates held-out
+every K steps (its first evaluation is RL's starting point, its last the result). ``--resume``
+continues an earlier run of the same command in ``--run-dir`` (killed, or stopped by a smaller
+``--minutes``): the demonstrations already recorded are kept, the SFT passes and the RL run
+continue from their last checkpoints (RL saves one every ``--save-every`` steps), RL to the
+``--minutes`` given now. ``--demo-env-kwargs`` sets env arguments for the demonstrations and the
+warm start only (a stage taught three-hop questions alone, RL then on all of them), and
+``--replay-extra`` has RL replay more demonstration files beside the run's own (an earlier
+stage's, so RL keeps what it taught); ``--sft-extra`` has the first SFT pass learn more
+demonstration files beside the run's own (a warm start on both stages' tasks). """
 
 from __future__ import annotations
 
