@@ -194,7 +194,6 @@ def main() -> None:
     precision = args.precision
     if precision == "auto":
         precision = "bf16" if device.type == "cuda" else "fp32"
-    use_bf16 = precision == "bf16"
     torch.manual_seed(args.seed)
     if args.model == "tiny":
         from transformers import AutoTokenizer
@@ -224,6 +223,8 @@ def main() -> None:
         )
         trainer = Trainer(config, model=model, tokenizer=tokenizer)
         pad = trainer.sampling.trained["policy"].pad_token_id
+        # the baseline autocasts as the learner does (fp32 where the CPU has no native bf16)
+        use_bf16 = trainer.learner.use_bf16
         transitions = make_transitions(
             model, args.transitions, vocab_size, pad, args.seed, trainer.learner.use_bf16
         )

@@ -102,13 +102,14 @@ def native_bf16(device: Any) -> bool:
     """Return whether ``device`` (a ``torch.device`` or its name) runs bf16 at full speed: a
     CUDA GPU that supports it, or a CPU with oneDNN's bf16 kernels (AVX-512 or AMX on x86, bf16
     on Arm). Elsewhere, as on an AVX2-only CPU, bf16 is emulated: a SmolLM2 training pass took
-    31x and sampling 3x the time of fp32 on one (BENCHMARKS.md), so ``precision="bf16"`` and
-    ``sampler_precision="bf16"`` run fp32 there."""
+    31x and sampling 3x the time of fp32 on one (BENCHMARKS.md), so ``precision="bf16"`` (the
+    learner) and ``sampler_precision="bf16"`` (a ``copy`` sampler's model) run fp32 there."""
     import torch
 
     device = torch.device(device)
     if device.type == "cuda":
-        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+        # (bf16 emulated on an older GPU, T4 or V100, is no faster than fp32)
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported(including_emulation=False)
     if device.type != "cpu":
         return False
     try:

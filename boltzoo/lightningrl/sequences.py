@@ -244,8 +244,16 @@ def scored_columns(mask: torch.Tensor) -> torch.Tensor:
 
 def predicting(columns: torch.Tensor, length: int, window: int) -> torch.Tensor:
     """Return the positions of a sequence of ``length`` tokens whose logits predict
-    ``columns`` of its last ``window`` tokens (position p predicts token p + 1)."""
-    return columns + (length - window - 1)
+    ``columns`` of its last ``window`` tokens (position p predicts token p + 1).
+
+    Raises:
+        ValueError: a column's token is the sequence's first (no position predicts it: a call
+            with an empty prompt), which negative indexing would silently wrap.
+    """
+    offset = length - window - 1
+    if len(columns) and offset + int(columns[0]) < 0:
+        raise ValueError("a response token starts its sequence: every call needs a prompt")
+    return columns + offset
 
 
 def _logits_over_shared_heads(

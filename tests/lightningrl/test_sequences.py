@@ -12,7 +12,13 @@ from boltzoo.agents.models import tiny_model
 from boltzoo.agents.scripted import ScriptedPolicy
 from boltzoo.agents.transformers_policy import shared_heads
 from boltzoo.lightningrl.config import TrainerConfig
-from boltzoo.lightningrl.sequences import PackedCalls, micro_batches, pack_calls, response_logprobs
+from boltzoo.lightningrl.sequences import (
+    PackedCalls,
+    micro_batches,
+    pack_calls,
+    predicting,
+    response_logprobs,
+)
 from boltzoo.lightningrl.trainer import Trainer
 from boltzoo.lightningrl.transitions import flatten
 
@@ -90,6 +96,16 @@ def test_the_head_runs_only_where_a_response_token_is_predicted(
     # columns no row answers in are 0; the others are real logprobs and entropies
     assert torch.all(logprobs[:, ~responded] == 0) and torch.all(entropy[:, ~responded] == 0)
     assert torch.all(logprobs[mask] < 0) and torch.all(entropy[mask] > 0)
+
+
+def test_a_response_with_no_token_before_it_is_refused_not_wrapped():
+    # Position p predicts token p + 1: the window's columns 1 and 3 of a 6-token sequence whose
+    # window is its last 4 tokens are predicted by positions 2 and 4.
+    assert predicting(torch.tensor([1, 3]), length=6, window=4).tolist() == [2, 4]
+    # A sequence that starts with a response (an empty prompt): no position predicts its first
+    # token, and index -1 would silently read the last position's logits.
+    with pytest.raises(ValueError, match="every call needs a prompt"):
+        predicting(torch.tensor([0, 1]), length=4, window=4)
 
 
 @pytest.mark.parametrize("aggregation", ["token", "sequence"])
