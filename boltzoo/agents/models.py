@@ -118,9 +118,14 @@ def native_bf16(device: Any) -> bool:
         return False
 
 
-def warn_no_native_bf16(setting: str, device: Any, runs: str) -> None:
-    """Warn that ``setting`` (e.g. ``"precision='bf16'"``) falls back to fp32 on ``device``,
-    which has no native bf16 (:func:`native_bf16`); ``runs`` says what runs fp32."""
+def bf16_where_native(asked: bool, device: Any, setting: str, what: str) -> bool:
+    """Return whether ``what`` (e.g. ``"the learner runs"``) runs bf16 on ``device``: when
+    ``asked`` by ``setting`` (e.g. ``"precision='bf16'"``) and the device has it natively
+    (:func:`native_bf16`). Asked where it has not, warn that ``what`` runs fp32 instead."""
+    if not asked:
+        return False
+    if native_bf16(device):
+        return True
     import torch
 
     device = torch.device(device)
@@ -128,10 +133,11 @@ def warn_no_native_bf16(setting: str, device: Any, runs: str) -> None:
         f"this CPU ({torch.backends.cpu.get_cpu_capability()})" if device.type == "cpu" else device
     )
     warnings.warn(
-        f"{setting}: {where} has no native bf16, so {runs} fp32 (emulated bf16 is many times "
+        f"{setting}: {where} has no native bf16, so {what} fp32 (emulated bf16 is many times "
         "slower)",
         stacklevel=3,
     )
+    return False
 
 
 def load_model(

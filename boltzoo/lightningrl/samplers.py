@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from boltzoo.agents.models import native_bf16, warn_no_native_bf16
+from boltzoo.agents.models import bf16_where_native
 from boltzoo.agents.transformers_policy import TransformersPolicy
 from boltzoo.episode import Episode
 from boltzoo.lightningrl.config import TrainerConfig
@@ -91,10 +91,12 @@ def _copy_model(
     samples with."""
     from transformers import AutoModelForCausalLM
 
-    bf16 = config.sampler_precision == "bf16"
-    if bf16 and not native_bf16(device):
-        warn_no_native_bf16("sampler_precision='bf16'", device, "the sampling copy is")
-        bf16 = False
+    bf16 = bf16_where_native(
+        config.sampler_precision == "bf16",
+        device,
+        "sampler_precision='bf16'",
+        "the sampling copy is",
+    )
     dtype = torch.bfloat16 if bf16 else torch.float32
     model = AutoModelForCausalLM.from_config(model_config, dtype=dtype)
     model.load_state_dict(weights)

@@ -204,12 +204,13 @@ def response_logprobs(
             mask[i, begin:end] = True
             if per_call_temperature and call.temperature is not None:
                 temperatures[i, begin:end] = float(call.temperature)
-    kept = scored_columns(mask).to(device)
+    columns = scored_columns(mask)  # (on the CPU: predicting checks them without a sync)
+    kept = columns.to(device)
     mask = mask.to(device)
     heads, source = shared_heads([row.prompt for row in rows]) if share_prompts else ([], [])
     if heads and len(heads) < len(rows) and all(heads):
         input_ids, logits = _logits_over_shared_heads(
-            model, rows, heads, source, window, pad_token_id, kept
+            model, rows, heads, source, window, pad_token_id, columns
         )
     else:
         input_ids, attention = left_padded([r.token_ids for r in rows], pad_token_id, device)
@@ -217,12 +218,12 @@ def response_logprobs(
             input_ids=input_ids,
             attention_mask=attention,
             position_ids=(attention.cumsum(-1) - 1).clamp(min=0),
-            logits_to_keep=predicting(kept, input_ids.shape[1], window),
+            logits_to_keep=predicting(columns, input_ids.shape[1], window).to(device),
         )
         logits = out.logits
     logits = logits.float()
     # z / T per token (T = 0, greedy sampling, leaves the logits as they are)
-    temperatures = temperatures[:, kept.cpu()].to(device)
+    temperatures = temperatures[:, columns].to(device)
     logits = logits / torch.where(temperatures > 0, temperatures, 1.0).unsqueeze(-1)
     logprobs_all = torch.log_softmax(logits, dim=-1)
     targets = input_ids[:, input_ids.shape[1] - window :][:, kept]
@@ -263,11 +264,11 @@ def _logits_over_shared_heads(
     source: list[int],
     window: int,
     pad_token_id: int,
-    kept: torch.Tensor,
+    columns: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Return ``(input_ids, logits)``: the rows' tails (right-aligned, each holding its last
-    ``window + 1`` tokens or more) and the logits that predict the window's ``kept`` columns,
-    as one left-padded pass per row would give them, with each shared head run once.
+    ``window + 1`` tokens or more) and the logits that predict the window's ``columns`` (a CPU
+    tensor), as one left-padded pass per row would give them, with each shared head run once.
 
     ``heads[source[i]]`` is the start row ``i``'s prompt shares with others (``shared_heads``),
     at least one token shorter than it. Each head goes through the model once (its KV cache
@@ -298,7 +299,7 @@ def _logits_over_shared_heads(
         attention_mask=torch.cat([head_mask, tail_mask], dim=1),
         position_ids=positions,
         use_cache=True,
-        logits_to_keep=predicting(kept, input_ids.shape[1], window),
+        logits_to_keep=predicting(columns, input_ids.shape[1], window).to(device),
         **{cache_name: cache},
     )
     return input_ids, out.logits

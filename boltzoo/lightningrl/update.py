@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from boltzoo.agents.models import native_bf16, warn_no_native_bf16
+from boltzoo.agents.models import bf16_where_native
 from boltzoo.lightningrl.config import TrainerConfig
 from boltzoo.lightningrl.loss import aggregate, policy_loss
 from boltzoo.lightningrl.policies import PolicySet
@@ -83,9 +83,9 @@ class Learner:
         self.micro_batch_tokens = config.micro_batch_tokens or (
             8192 if device.type == "cuda" else 1024
         )
-        self.use_bf16 = config.precision == "bf16" and native_bf16(device)
-        if config.precision == "bf16" and not self.use_bf16:
-            warn_no_native_bf16("precision='bf16'", device, "the learner runs")
+        self.use_bf16 = bf16_where_native(
+            config.precision == "bf16", device, "precision='bf16'", "the learner runs"
+        )
         self.pad_token_id = pad_token_id
         self.optimizer = torch.optim.AdamW(
             weights.trainable(), lr=config.lr, weight_decay=config.weight_decay

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
+from boltzoo.agents import models
 from boltzoo.agents.models import tiny_model
-from boltzoo.lightningrl import samplers, update
 from boltzoo.lightningrl.sequences import micro_batches, pack_calls
 from boltzoo.lightningrl.trainer import Trainer
 from boltzoo.lightningrl.transitions import Transition, flatten
@@ -165,8 +165,7 @@ def test_bf16_falls_back_to_fp32_where_the_cpu_has_no_native_bf16(
     # On an AVX2-only CPU emulated bf16 took 31x fp32's time to train and 3x to sample: what
     # must hold is that asking for bf16 there runs fp32, and says so; where bf16 is native it
     # is used.
-    for module in (samplers, update):
-        monkeypatch.setattr(module, "native_bf16", lambda device: False)
+    monkeypatch.setattr(models, "native_bf16", lambda device: False)
     settings = dict(sampler="copy", sampler_precision="bf16", precision="bf16")
     with pytest.warns(UserWarning, match="no native bf16") as warned:
         trainer = team_trainer(tmp_path / "avx2", **settings)
@@ -176,8 +175,7 @@ def test_bf16_falls_back_to_fp32_where_the_cpu_has_no_native_bf16(
     for name in ("searcher", "answerer"):
         assert next(trainer.sampling.trained[name].model.parameters()).dtype == torch.float32
     trainer.close()
-    for module in (samplers, update):
-        monkeypatch.setattr(module, "native_bf16", lambda device: True)
+    monkeypatch.setattr(models, "native_bf16", lambda device: True)
     trainer = team_trainer(tmp_path / "avx512", **settings)
     assert trainer.learner.use_bf16
     assert next(trainer.sampling.trained["searcher"].model.parameters()).dtype == torch.bfloat16
@@ -187,7 +185,7 @@ def test_bf16_falls_back_to_fp32_where_the_cpu_has_no_native_bf16(
 def test_a_bf16_sampling_copy_is_synced_after_every_update(
     tmp_path, smollm2_tokenizer, team_trainer, monkeypatch
 ):
-    monkeypatch.setattr(samplers, "native_bf16", lambda device: True)  # whatever this CPU has
+    monkeypatch.setattr(models, "native_bf16", lambda device: True)  # whatever this CPU has
     trainer = team_trainer(tmp_path, sampler="copy", sampler_precision="bf16", steps=2)
     searcher = trainer.sampling.trained["searcher"]
     assert searcher.model is not trainer.weights.model and searcher.adapter is None
